@@ -1,0 +1,89 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+let package = Package(
+    name: "BookCache",
+    platforms: [.macOS(.v15), .iOS(.v18)],
+    products: [
+        .library(name: "DownloadQueue", targets: ["DownloadQueue"]),
+        .library(name: "BookCache", targets: ["BookCache"]),
+        .executable(name: "bookcache", targets: ["bookcache-cli"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+    ],
+    targets: [
+        // Knows nothing about books: transport seam, streaming to disk with SHA-256, the queue.
+        .target(
+            name: "DownloadQueue",
+            dependencies: [
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // libzip, from Debian's libzip-dev, for EPUB integrity checks.
+        .systemLibrary(
+            name: "CLibzip",
+            pkgConfig: "libzip",
+            providers: [.apt(["libzip-dev"]), .brew(["libzip"])]
+        ),
+        .target(
+            name: "BookCache",
+            dependencies: [
+                "DownloadQueue",
+                "CLibzip",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .executableTarget(
+            name: "bookcache-cli",
+            dependencies: [
+                "BookCache",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // A loopback HTTP server with fault injection, shared by the tests and the demo.
+        .target(
+            name: "BookCacheTestSupport",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ]
+        ),
+        .executableTarget(
+            name: "bookcache-fixture-server",
+            dependencies: ["BookCacheTestSupport"]
+        ),
+        .testTarget(
+            name: "DownloadQueueTests",
+            dependencies: ["DownloadQueue", "BookCacheTestSupport"]
+        ),
+        .testTarget(
+            name: "BookCacheTests",
+            dependencies: ["BookCache", "BookCacheTestSupport"]
+        ),
+        .testTarget(
+            name: "BookCacheCLITests",
+            dependencies: ["BookCache", "BookCacheTestSupport"]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)
+
+for target in package.targets where target.type != .system {
+    var settings = target.swiftSettings ?? []
+    settings.append(.enableUpcomingFeature("ExistentialAny"))
+    settings.append(.enableUpcomingFeature("MemberImportVisibility"))
+    target.swiftSettings = settings
+}

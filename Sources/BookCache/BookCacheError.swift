@@ -1,0 +1,172 @@
+import DownloadQueue
+import Foundation
+
+/// Everything that can go wrong in the cache, each with a message that says what to do next.
+///
+/// A struct rather than an enum, so new kinds can be added without breaking callers: match on
+/// ``kind`` (`error.kind == .checksumMismatch`) and read the fields that kind fills in.
+public struct BookCacheError: Error, Sendable, CustomStringConvertible {
+    /// The category of a ``BookCacheError``.
+    public struct Kind: Hashable, Sendable, CustomStringConvertible {
+        private let name: String
+        private init(_ name: String) { self.name = name }
+        public var description: String { name }
+
+        /// The download failed; see ``BookCacheError/httpStatus`` and ``BookCacheError/underlying``.
+        public static let downloadFailed = Kind("downloadFailed")
+        /// Not enough free space; see ``BookCacheError/neededBytes`` and ``BookCacheError/availableBytes``.
+        public static let insufficientStorage = Kind("insufficientStorage")
+        /// The file is not a valid EPUB or PDF; see ``BookCacheError/reason``.
+        public static let fileCorrupted = Kind("fileCorrupted")
+        /// The file's SHA-256 differs from the expected one.
+        public static let checksumMismatch = Kind("checksumMismatch")
+        /// The server could not be reached.
+        public static let networkUnavailable = Kind("networkUnavailable")
+        /// The cache directory cannot be created, read or written.
+        public static let cacheDirectoryUnusable = Kind("cacheDirectoryUnusable")
+        /// The index is from a newer BookCache, or cannot be read or written.
+        public static let indexUnusable = Kind("indexUnusable")
+        /// A book id is malformed.
+        public static let invalidIdentifier = Kind("invalidIdentifier")
+        /// A URL is not an absolute http or https URL.
+        public static let invalidURL = Kind("invalidURL")
+        /// An expected checksum is not 64 hexadecimal digits.
+        public static let invalidChecksum = Kind("invalidChecksum")
+        /// The book is not in the cache.
+        public static let notCached = Kind("notCached")
+        /// The download was cancelled.
+        public static let cancelled = Kind("cancelled")
+    }
+
+    /// The category.
+    public let kind: Kind
+    /// The whole message: what happened and what to do next.
+    public let message: String
+    /// The book concerned, when there is one.
+    public var bookID: String?
+    /// The HTTP status, for a download the server refused.
+    public var httpStatus: Int?
+    /// Bytes needed, for ``Kind/insufficientStorage``.
+    public var neededBytes: Int64?
+    /// Bytes available, for ``Kind/insufficientStorage``.
+    public var availableBytes: Int64?
+    /// Why the file was judged corrupt.
+    public var reason: String?
+    /// The expected SHA-256, for ``Kind/checksumMismatch``.
+    public var expectedChecksum: String?
+    /// The actual SHA-256, for ``Kind/checksumMismatch``.
+    public var actualChecksum: String?
+    /// The cause underneath, such as a ``DownloadError``.
+    public var underlying: (any Error)?
+
+    init(_ kind: Kind, _ message: String) {
+        self.kind = kind
+        self.message = message
+    }
+
+    public var description: String { message }
+
+    static func downloadFailed(_ id: BookID, cause: DownloadError) -> BookCacheError {
+        var hint = "check the URL and try again"
+        if let status = cause.statusCode {
+            switch status {
+            case 401, 403: hint = "the server refused access; check the URL or its credentials"
+            case 404, 410: hint = "the server has no such file; check the URL"
+            case 408, 429, 500...599: hint = "the server is busy or failing; try again later"
+            default: break
+            }
+        } else if cause.kind == .fileSystem {
+            hint = "check that the cache directory is writable and the disk is not full"
+        } else if cause.isRetryable {
+            hint = "the transfer was interrupted; try again"
+        }
+        var error = BookCacheError(.downloadFailed, "download of \(id) failed: \(cause); \(hint)")
+        error.bookID = id.description
+        error.httpStatus = cause.statusCode
+        error.underlying = cause
+        return error
+    }
+
+    static func networkUnavailable(_ id: BookID, cause: DownloadError) -> BookCacheError {
+        var error = BookCacheError(
+            .networkUnavailable,
+            "network unavailable: \(cause); check the connection and the server, then try again")
+        error.bookID = id.description
+        error.underlying = cause
+        return error
+    }
+
+    static func insufficientStorage(needed: Int64, available: Int64, path: String) -> BookCacheError {
+        var error = BookCacheError(
+            .insufficientStorage,
+            "insufficient storage: need \(ByteFormat.string(needed)), \(ByteFormat.string(available)) available at \(path); free some space or delete cached books")
+        error.neededBytes = needed
+        error.availableBytes = available
+        return error
+    }
+
+    static func fileCorrupted(_ id: BookID, reason: String) -> BookCacheError {
+        var error = BookCacheError(
+            .fileCorrupted,
+            "\(id) is not a valid book: \(reason); it was not cached — check that the URL points at the EPUB or PDF itself")
+        error.bookID = id.description
+        error.reason = reason
+        return error
+    }
+
+    static func checksumMismatch(_ id: BookID, expected: String, actual: String) -> BookCacheError {
+        var error = BookCacheError(
+            .checksumMismatch,
+            "checksum mismatch for \(id): expected sha256 \(expected), got \(actual); the file was not cached — check the expected checksum or the URL")
+        error.bookID = id.description
+        error.expectedChecksum = expected
+        error.actualChecksum = actual
+        return error
+    }
+
+    static func cacheDirectoryUnusable(_ path: String, _ problem: String) -> BookCacheError {
+        BookCacheError(
+            .cacheDirectoryUnusable,
+            "cache directory \(path) is unusable: \(problem); choose another with --cache-dir or BOOKCACHE_DIR, or fix its permissions")
+    }
+
+    static func indexUnusable(_ path: String, _ problem: String) -> BookCacheError {
+        BookCacheError(.indexUnusable, "the index \(path) \(problem)")
+    }
+
+    static func invalidIdentifier(_ value: String, reason: String) -> BookCacheError {
+        var error = BookCacheError(.invalidIdentifier, "invalid book id '\(value.debugEscaped)': \(reason)")
+        error.reason = reason
+        return error
+    }
+
+    static func invalidURL(_ value: String, reason: String) -> BookCacheError {
+        var error = BookCacheError(.invalidURL, "invalid URL '\(value.debugEscaped)': \(reason)")
+        error.reason = reason
+        return error
+    }
+
+    static func notCached(_ id: BookID) -> BookCacheError {
+        var error = BookCacheError(.notCached, "\(id) is not cached; download it first with 'bookcache download URL --id \(id.bookId) --type \(id.type.rawValue)'")
+        error.bookID = id.description
+        return error
+    }
+
+    static func cancelled(_ id: BookID) -> BookCacheError {
+        var error = BookCacheError(.cancelled, "download of \(id) was cancelled; run it again to fetch the book")
+        error.bookID = id.description
+        return error
+    }
+}
+
+extension BookCacheError: LocalizedError {
+    public var errorDescription: String? { message }
+}
+
+extension String {
+    /// The string with control and non-ASCII characters escaped, safe to print in one line.
+    var debugEscaped: String {
+        let limited = count > 200 ? String(prefix(200)) + "…" : self
+        return limited.unicodeScalars.map { $0.isASCII && $0.value >= 0x20 && $0.value != 0x7F ? String($0) : $0.escaped(asASCII: true) }.joined()
+    }
+}

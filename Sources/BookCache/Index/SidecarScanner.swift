@@ -1,0 +1,36 @@
+import Foundation
+import Logging
+
+/// Rebuilds the index from the sidecar written beside each cached book.
+struct SidecarScanner {
+    let layout: CacheLayout
+    let logger: Logger
+
+    /// Reads every `*.meta.json` in the type folders and keeps the records whose file exists
+    /// with the recorded size.
+    func rebuildIndex() -> MetadataIndex {
+        var index = MetadataIndex()
+        let decoder = MetadataCoding.decoder()
+        for type in BookType.allCases {
+            let folder = layout.folder(for: type)
+            let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
+            for name in names where name.hasSuffix(CacheLayout.sidecarSuffix) {
+                let sidecar = folder.appendingPathComponent(name)
+                do {
+                    let record = try decoder.decode(CachedBookMetadata.self, from: Data(contentsOf: sidecar))
+                    let id = try record.bookID
+                    guard record.localPath == layout.relativePath(for: id, format: record.format),
+                        FileSystem.fileSize(layout.url(forRelativePath: record.localPath)) == record.fileSize
+                    else {
+                        logger.warning("skipping a sidecar whose book file is missing or changed", metadata: ["sidecar": "\(sidecar.path)"])
+                        continue
+                    }
+                    index[id] = record
+                } catch {
+                    logger.warning("skipping an unreadable sidecar", metadata: ["sidecar": "\(sidecar.path)", "error": "\(error)"])
+                }
+            }
+        }
+        return index
+    }
+}

@@ -1,0 +1,306 @@
+import DownloadQueue
+import Foundation
+import Logging
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// The cache: downloads books, validates them, keeps the index, and serves them offline.
+///
+/// Every method is safe to call from many tasks at once, and several managers (in one process
+/// or many) may share a cache directory: index updates are read-modify-write under a file lock.
+///
+/// ```swift
+/// let manager = BookCacheManager(configuration: .init(rootDirectory: CacheLayout.defaultRoot()), logger: logger)
+/// let request = try BookDownloadRequest(url: "https://example.com/moby.epub", id: BookID(type: .ebook, bookId: "moby"))
+/// let result = try await manager.download(request) { progress in
+///     print(progress.fractionCompleted ?? 0)
+/// }
+/// print(result.fileURL.path)
+/// ```
+public actor BookCacheManager {
+    /// Where the cache keeps its files.
+    public nonisolated let layout: CacheLayout
+    private let configuration: BookCacheConfiguration
+    private let store: IndexStore
+    private let queue: DownloadQueue
+    private let logger: Logger
+    private var inFlight: [BookID: InFlight] = [:]
+
+    private struct InFlight {
+        let task: Task<BookDownloadResult, any Error>
+        let progress: ProgressBox
+    }
+
+    /// Creates a manager. Nothing is read or created on disk until it is needed.
+    /// - Parameters:
+    ///   - configuration: The root directory and limits.
+    ///   - transport: The HTTP stack; the shared AsyncHTTPClient transport by default.
+    ///   - logger: Where the library logs; it never prints.
+    public init(
+        configuration: BookCacheConfiguration,
+        transport: any HTTPTransport = AsyncHTTPClientTransport.shared,
+        logger: Logger = Logger(label: "bookcache", factory: { _ in SwiftLogNoOpLogHandler() })
+    ) {
+        self.layout = CacheLayout(root: configuration.rootDirectory)
+        self.configuration = configuration
+        self.logger = logger
+        self.store = IndexStore(layout: layout, logger: logger)
+        self.queue = DownloadQueue(maxConcurrent: configuration.maxConcurrentDownloads, transport: transport, logger: logger)
+    }
+
+    // MARK: - Reading
+
+    /// Where a book stands: downloading, cached, or not cached.
+    /// - Parameter id: The book.
+    /// - Throws: ``BookCacheError`` when the cache cannot be read.
+    public func status(of id: BookID) throws(BookCacheError) -> BookCacheStatus {
+        if let flight = inFlight[id] {
+            return .downloading(progress: flight.progress.value.fractionCompleted)
+        }
+        guard let record = try cachedRecord(id) else { return .notCached }
+        return .cached(size: record.fileSize, date: record.downloadedAt)
+    }
+
+    /// The cached file for a book, or `nil` when it is not cached. Records the access for LRU.
+    /// - Parameter id: The book.
+    /// - Returns: The file's URL.
+    /// - Throws: ``BookCacheError`` when the cache cannot be read or written.
+    public func cachedFile(for id: BookID) throws(BookCacheError) -> URL? {
+        guard try cachedRecord(id) != nil else { return nil }
+        try touch(id)
+        return try cachedRecord(id).map { layout.url(forRelativePath: $0.localPath) }
+    }
+
+    /// The record of a cached book, or `nil`.
+    /// - Parameter id: The book.
+    public func metadata(for id: BookID) throws(BookCacheError) -> CachedBookMetadata? {
+        try cachedRecord(id)
+    }
+
+    /// Every cached book, sorted by id.
+    public func allBooks() throws(BookCacheError) -> [CachedBookMetadata] {
+        try checkRootIsUsable()
+        return try store.read().books.values.sorted { $0.id < $1.id }
+    }
+
+    /// The total size of the cached books, in bytes.
+    public func totalSize() throws(BookCacheError) -> Int64 {
+        try allBooks().reduce(0) { $0 + $1.fileSize }
+    }
+
+    /// Counts and bytes per type, and the free space on the cache's filesystem.
+    public func statistics() throws(BookCacheError) -> CacheStatistics {
+        let books = try allBooks()
+        var byType: [BookType: CacheStatistics.TypeTotals] = [:]
+        for type in BookType.allCases {
+            let ofType = books.filter { $0.bookType == type }
+            byType[type] = .init(count: ofType.count, bytes: ofType.reduce(0) { $0 + $1.fileSize })
+        }
+        var probe = layout.root
+        while !FileManager.default.fileExists(atPath: probe.path) && probe.path != "/" {
+            probe = probe.deletingLastPathComponent()
+        }
+        let available: Int64
+        do {
+            available = try FileSystem.availableBytes(at: probe)
+        } catch {
+            throw .cacheDirectoryUnusable(layout.root.path, "\(error)")
+        }
+        return CacheStatistics(
+            byType: byType, totalCount: books.count, totalBytes: books.reduce(0) { $0 + $1.fileSize },
+            availableBytes: available, rootPath: layout.root.path)
+    }
+
+    // MARK: - Changing
+
+    /// Records that a book was used now, for LRU eviction.
+    /// - Parameter id: The book.
+    /// - Throws: ``BookCacheError`` of kind ``BookCacheError/Kind/notCached`` if it is not cached.
+    public func touch(_ id: BookID) throws(BookCacheError) {
+        let now = configuration.now()
+        var found = false
+        try store.update { index throws(BookCacheError) in
+            guard var record = index[id] else { return }
+            found = true
+            record.lastAccessedAt = now
+            index[id] = record
+        }
+        if !found { throw .notCached(id) }
+    }
+
+    /// Removes a book's file, sidecar and record; cancels its download if one is running.
+    /// - Parameter id: The book.
+    /// - Returns: `true` when something was removed.
+    @discardableResult
+    public func delete(_ id: BookID) throws(BookCacheError) -> Bool {
+        inFlight[id]?.task.cancel()
+        try checkRootIsUsable()
+        guard FileManager.default.fileExists(atPath: layout.indexFile.path) else { return false }
+        var removed = false
+        try store.update { index throws(BookCacheError) in
+            removed = try removeFiles(of: id, recordedAt: index[id]?.localPath)
+            if index[id] != nil {
+                index[id] = nil
+                removed = true
+            }
+        }
+        if removed { logger.info("deleted", metadata: ["id": "\(id)"]) }
+        return removed
+    }
+
+    /// Removes every cached book, or every book of one type.
+    /// - Parameter type: Only this type, or all when `nil`.
+    /// - Returns: The ids removed.
+    @discardableResult
+    public func clear(type: BookType? = nil) throws(BookCacheError) -> [BookID] {
+        try checkRootIsUsable()
+        guard FileManager.default.fileExists(atPath: layout.indexFile.path) else { return [] }
+        var removed: [BookID] = []
+        try store.update { index throws(BookCacheError) in
+            for record in index.books.values where type == nil || record.bookType == type {
+                let id = try record.bookID
+                inFlight[id]?.task.cancel()
+                _ = try removeFiles(of: id, recordedAt: record.localPath)
+                index[id] = nil
+                removed.append(id)
+            }
+        }
+        return removed.sorted()
+    }
+
+    /// Cancels a running download of a book; its partial file is removed.
+    /// - Parameter id: The book.
+    public func cancelDownload(_ id: BookID) {
+        inFlight[id]?.task.cancel()
+    }
+
+    // MARK: - Downloading
+
+    /// Downloads a book into the cache, or returns at once when it is already cached.
+    ///
+    /// The body streams into `partial/` while it is hashed, is validated (EPUB via libzip, PDF
+    /// structure, the expected checksum), then moved into place; only then is the index updated.
+    /// A failed or invalid download leaves nothing in the type folders or the index. Two calls
+    /// for the same book share one download.
+    ///
+    /// - Parameters:
+    ///   - request: What to download.
+    ///   - onProgress: Called as bytes arrive (for the call that started the download).
+    /// - Returns: The record and file, and whether it was already cached.
+    /// - Throws: ``BookCacheError``: `downloadFailed`, `networkUnavailable`, `insufficientStorage`,
+    ///   `fileCorrupted`, `checksumMismatch`, `cacheDirectoryUnusable` or `cancelled`.
+    public func download(
+        _ request: BookDownloadRequest,
+        onProgress: @escaping @Sendable (DownloadProgress) -> Void = { _ in }
+    ) async throws(BookCacheError) -> BookDownloadResult {
+        let id = request.id
+        if let flight = inFlight[id] {
+            return try await Self.value(of: flight.task, id: id)
+        }
+        if let record = try cachedRecord(id) {
+            return BookDownloadResult(metadata: record, fileURL: layout.url(forRelativePath: record.localPath), wasAlreadyCached: true)
+        }
+        try prepareDirectories()
+        let progress = ProgressBox()
+        let context = DownloadContext(
+            layout: layout, store: store, queue: queue, configuration: configuration, logger: logger)
+        let task = Task {
+            try await context.run(request) { value in
+                progress.value = value
+                onProgress(value)
+            }
+        }
+        inFlight[id] = InFlight(task: task, progress: progress)
+        defer { inFlight[id] = nil }
+        do {
+            return try await withTaskCancellationHandler {
+                try await Self.value(of: task, id: id)
+            } onCancel: {
+                task.cancel()
+            }
+        } catch let error as BookCacheError {
+            throw error
+        } catch {
+            throw .cancelled(id)
+        }
+    }
+
+    private static func value(of task: Task<BookDownloadResult, any Error>, id: BookID) async throws(BookCacheError) -> BookDownloadResult {
+        do {
+            return try await task.value
+        } catch let error as BookCacheError {
+            throw error
+        } catch {
+            throw .cancelled(id)
+        }
+    }
+
+    // MARK: - Helpers
+
+    /// The record of `id` if it is in the index and its file is on disk.
+    private func cachedRecord(_ id: BookID) throws(BookCacheError) -> CachedBookMetadata? {
+        try checkRootIsUsable()
+        guard let record = try store.read()[id] else { return nil }
+        guard FileSystem.fileSize(layout.url(forRelativePath: record.localPath)) != nil else {
+            logger.warning("a cached book's file is missing; treating it as not cached", metadata: ["id": "\(id)"])
+            return nil
+        }
+        return record
+    }
+
+    /// Fails when the root exists but is not a directory. A missing root is fine for reading.
+    private func checkRootIsUsable() throws(BookCacheError) {
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: layout.root.path, isDirectory: &isDirectory), !isDirectory.boolValue {
+            throw .cacheDirectoryUnusable(layout.root.path, "it is a file, not a directory")
+        }
+    }
+
+    private func prepareDirectories() throws(BookCacheError) {
+        try checkRootIsUsable()
+        do {
+            for folder in [layout.root, layout.partialFolder] + BookType.allCases.map(layout.folder(for:)) {
+                try FileSystem.createDirectory(folder)
+            }
+        } catch {
+            throw .cacheDirectoryUnusable(layout.root.path, "\(error)")
+        }
+        guard access(layout.root.path, W_OK) == 0 else {
+            throw .cacheDirectoryUnusable(layout.root.path, "it is not writable")
+        }
+    }
+
+    /// Removes a book's file(s) and sidecar. Called under the index lock.
+    private func removeFiles(of id: BookID, recordedAt localPath: String?) throws(BookCacheError) -> Bool {
+        var paths = BookFormat.allCases.map { layout.relativePath(for: id, format: $0) }
+        if let localPath, !paths.contains(localPath) { paths.append(localPath) }
+        paths.append(layout.relativeSidecarPath(for: id))
+        var removed = false
+        for path in paths {
+            let url = layout.url(forRelativePath: path)
+            guard FileManager.default.fileExists(atPath: url.path) else { continue }
+            do {
+                try FileSystem.removeFile(url)
+                removed = true
+            } catch {
+                throw .cacheDirectoryUnusable(layout.root.path, "\(error)")
+            }
+        }
+        return removed
+    }
+}
+
+/// The latest progress of a download, readable from any thread.
+final class ProgressBox: Sendable {
+    private let storage = Mutex(DownloadProgress(receivedBytes: 0, totalBytes: nil))
+
+    var value: DownloadProgress {
+        get { storage.withLock { $0 } }
+        set { storage.withLock { $0 = newValue } }
+    }
+}

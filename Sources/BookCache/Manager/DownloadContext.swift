@@ -1,0 +1,117 @@
+import DownloadQueue
+import Foundation
+import Logging
+
+/// The steps of one book download, run off the manager's actor so it stays responsive:
+/// stream into `partial/` while hashing, validate, then publish under the index lock.
+struct DownloadContext: Sendable {
+    let layout: CacheLayout
+    let store: IndexStore
+    let queue: DownloadQueue
+    let configuration: BookCacheConfiguration
+    let logger: Logger
+
+    func run(
+        _ request: BookDownloadRequest,
+        onProgress: @escaping @Sendable (DownloadProgress) -> Void
+    ) async throws(BookCacheError) -> BookDownloadResult {
+        let id = request.id
+        let partial = layout.newPartialFile(for: id)
+        let root = layout.root
+        let reserve = configuration.storageReserveBytes
+        let file: DownloadedFile
+        do {
+            file = try await queue.download(
+                from: request.url,
+                to: partial.path,
+                priority: request.priority,
+                maxBytes: configuration.maxBookBytes,
+                checkHead: { head in
+                    guard let length = head.expectedLength else { return }
+                    let available = try FileSystem.availableBytes(at: root)
+                    let (needed, overflow) = length.addingReportingOverflow(reserve)
+                    if overflow || available < needed {
+                        throw BookCacheError.insufficientStorage(needed: overflow ? .max : needed, available: available, path: root.path)
+                    }
+                },
+                onProgress: onProgress
+            )
+        } catch {
+            throw Self.translate(error, id: id)
+        }
+
+        // From here on the partial file exists; it is removed on every failure path.
+        var published = false
+        defer {
+            if !published { try? FileSystem.removeFile(partial) }
+        }
+        let format: BookFormat
+        do {
+            format = try BookValidator(limits: configuration.validationLimits).validate(path: partial.path)
+        } catch {
+            logger.notice("refused an invalid download", metadata: ["id": "\(id)", "reason": "\(error.reason)"])
+            throw .fileCorrupted(id, reason: error.reason)
+        }
+        if let expected = request.expectedSHA256, expected != file.sha256 {
+            throw .checksumMismatch(id, expected: expected, actual: file.sha256)
+        }
+        if Task.isCancelled { throw .cancelled(id) }
+
+        let now = configuration.now()
+        let relativePath = layout.relativePath(for: id, format: format)
+        let record = CachedBookMetadata(
+            id: id,
+            title: request.title ?? id.description,
+            coverUrl: request.coverURL.map { $0.absoluteString },
+            fileUrl: request.url.absoluteString,
+            localPath: relativePath,
+            fileSize: file.byteCount,
+            downloadedAt: now,
+            lastAccessedAt: now,
+            checksum: file.sha256,
+            format: format,
+            etag: file.etag,
+            lastModified: file.lastModified
+        )
+        try publish(record, from: partial)
+        published = true
+        logger.info(
+            "cached", metadata: ["id": "\(id)", "bytes": "\(file.byteCount)", "sha256": "\(file.sha256)"])
+        return BookDownloadResult(metadata: record, fileURL: layout.url(forRelativePath: relativePath), wasAlreadyCached: false)
+    }
+
+    /// Writes the sidecar, moves the file into place and records it, all under the index lock so
+    /// another process never sees the three steps half done.
+    private func publish(_ record: CachedBookMetadata, from partial: URL) throws(BookCacheError) {
+        let destination = layout.url(forRelativePath: record.localPath)
+        let id = try record.bookID
+        try store.update { index throws(BookCacheError) in
+            do {
+                let sidecar = try MetadataCoding.encoder(pretty: true).encode(record)
+                try FileSystem.writeAtomically(sidecar, to: layout.url(forRelativePath: layout.relativeSidecarPath(for: id)))
+                try FileSystem.moveAtomically(from: partial, to: destination)
+                // A book that changed format leaves its old file behind; remove it.
+                for format in BookFormat.allCases where format != record.format {
+                    try FileSystem.removeFile(layout.url(forRelativePath: layout.relativePath(for: id, format: format)))
+                }
+            } catch {
+                throw .cacheDirectoryUnusable(layout.root.path, "cannot store \(id) (\(error))")
+            }
+            index[id] = record
+        }
+    }
+
+    /// Maps queue and transport errors to the cache's error.
+    static func translate(_ error: any Error, id: BookID) -> BookCacheError {
+        if let error = error as? BookCacheError { return error }
+        guard let error = error as? DownloadError else {
+            return .cancelled(id)
+        }
+        if let inner = error.underlying as? BookCacheError { return inner }
+        switch error.kind {
+        case .cancelled: return .cancelled(id)
+        case .connectionFailed: return .networkUnavailable(id, cause: error)
+        default: return .downloadFailed(id, cause: error)
+        }
+    }
+}

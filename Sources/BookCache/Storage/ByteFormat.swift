@@ -1,0 +1,21 @@
+import Foundation
+
+/// Formats byte counts for people: `1.5 MB`, `812 KB`, `37 B` (powers of 1000, as disks are sold).
+public enum ByteFormat {
+    /// A short human-readable size.
+    /// - Parameter bytes: A byte count.
+    /// - Returns: The size with one decimal where it helps, such as `2.4 GB`.
+    public static func string(_ bytes: Int64) -> String {
+        let units = ["B", "KB", "MB", "GB", "TB", "PB", "EB"]
+        var value = Double(bytes)
+        var unit = 0
+        while abs(value) >= 1000 && unit < units.count - 1 {
+            value /= 1000
+            unit += 1
+        }
+        if unit == 0 { return "\(bytes) B" }
+        let rounded = (value * 10).rounded() / 10
+        let text = rounded == rounded.rounded() && rounded >= 100 ? String(Int(rounded)) : String(format: "%.1f", rounded)
+        return "\(text) \(units[unit])"
+    }
+}

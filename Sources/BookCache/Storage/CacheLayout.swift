@@ -1,0 +1,84 @@
+import Foundation
+
+/// Where everything lives under a cache root.
+///
+/// ```
+/// ROOT/metadata.json        the index (with a schema version)
+/// ROOT/metadata.lock        advisory lock for index updates
+/// ROOT/ebooks/123.epub      a cached book
+/// ROOT/ebooks/123.meta.json its sidecar: the same record as in the index
+/// ROOT/magazines/…          the same for magazines
+/// ROOT/partial/             downloads in progress (same filesystem, so a rename is atomic)
+/// ```
+public struct CacheLayout: Sendable, Hashable {
+    /// The cache root.
+    public let root: URL
+
+    /// Creates a layout for a root directory.
+    /// - Parameter root: The cache root; made absolute and standardized.
+    public init(root: URL) {
+        self.root = root.standardizedFileURL
+    }
+
+    /// The index file.
+    public var indexFile: URL { root.appendingPathComponent("metadata.json") }
+    /// The lock file guarding index updates.
+    public var indexLockFile: URL { root.appendingPathComponent("metadata.lock") }
+    /// The folder for downloads in progress.
+    public var partialFolder: URL { root.appendingPathComponent("partial", isDirectory: true) }
+
+    /// The folder for a type of book.
+    public func folder(for type: BookType) -> URL {
+        root.appendingPathComponent(type.folderName, isDirectory: true)
+    }
+
+    /// The book's path relative to the root, such as `ebooks/123.epub`.
+    public func relativePath(for id: BookID, format: BookFormat) -> String {
+        "\(id.type.folderName)/\(id.bookId).\(format.fileExtension)"
+    }
+
+    /// The sidecar's path relative to the root, such as `ebooks/123.meta.json`.
+    public func relativeSidecarPath(for id: BookID) -> String {
+        "\(id.type.folderName)/\(id.bookId)\(Self.sidecarSuffix)"
+    }
+
+    /// The suffix that marks a sidecar file.
+    public static let sidecarSuffix = ".meta.json"
+
+    /// The absolute URL of a path relative to the root.
+    public func url(forRelativePath path: String) -> URL {
+        root.appendingPathComponent(path)
+    }
+
+    /// A fresh, unique partial-file path for one download attempt of `id`.
+    func newPartialFile(for id: BookID) -> URL {
+        let unique = UUID().uuidString.prefix(8).lowercased()
+        return partialFolder.appendingPathComponent("\(id)-\(getpid())-\(unique).part")
+    }
+
+    /// Resolves the cache root: an explicit directory, else `$BOOKCACHE_DIR`, else
+    /// `$XDG_CACHE_HOME/BookCache`, else `~/.cache/BookCache` (`Library/Caches/BookCache` on
+    /// Apple platforms).
+    /// - Parameters:
+    ///   - explicit: A directory the user named, such as `--cache-dir`.
+    ///   - environment: The environment to read.
+    /// - Returns: The root directory.
+    public static func defaultRoot(
+        explicit: String? = nil,
+        environment: [String: String] = ProcessInfo.processInfo.environment
+    ) -> URL {
+        if let explicit, !explicit.isEmpty { return URL(fileURLWithPath: explicit, isDirectory: true) }
+        if let dir = environment["BOOKCACHE_DIR"], !dir.isEmpty { return URL(fileURLWithPath: dir, isDirectory: true) }
+        #if canImport(Darwin)
+            let caches = FileManager.default.urls(for: .cachesDirectory, in: .userDomainMask).first
+                ?? URL(fileURLWithPath: NSHomeDirectory()).appendingPathComponent("Library/Caches")
+            return caches.appendingPathComponent("BookCache", isDirectory: true)
+        #else
+            if let xdg = environment["XDG_CACHE_HOME"], xdg.hasPrefix("/") {
+                return URL(fileURLWithPath: xdg, isDirectory: true).appendingPathComponent("BookCache", isDirectory: true)
+            }
+            let home = environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? NSHomeDirectory()
+            return URL(fileURLWithPath: home, isDirectory: true).appendingPathComponent(".cache/BookCache", isDirectory: true)
+        #endif
+    }
+}

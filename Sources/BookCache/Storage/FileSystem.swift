@@ -1,0 +1,98 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// Small POSIX helpers that keep `errno`, used for durable, atomic file updates.
+enum FileSystem {
+    /// A failed system call, with its `errno`.
+    struct CallError: Error, CustomStringConvertible {
+        let operation: String
+        let path: String
+        let code: Int32
+        var description: String { "\(operation) \(path): \(String(cString: strerror(code)))" }
+    }
+
+    /// Writes `data` to `url` atomically: a temporary file in the same folder, `fsync`,
+    /// `rename`, then `fsync` of the folder. Readers see the old file or the new one, never a mix.
+    static func writeAtomically(_ data: Data, to url: URL) throws {
+        let folder = url.deletingLastPathComponent().path
+        let temp = folder + "/.\(url.lastPathComponent).\(getpid()).\(UUID().uuidString.prefix(8)).tmp"
+        let fd = open(temp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw CallError(operation: "create", path: temp, code: errno) }
+        var ok = false
+        defer {
+            if !ok { unlink(temp) }
+        }
+        do {
+            defer { close(fd) }
+            try data.withUnsafeBytes { bytes in
+                var offset = 0
+                while offset < bytes.count {
+                    let n = write(fd, bytes.baseAddress! + offset, bytes.count - offset)
+                    if n < 0 {
+                        if errno == EINTR { continue }
+                        throw CallError(operation: "write", path: temp, code: errno)
+                    }
+                    offset += n
+                }
+            }
+            guard fsync(fd) == 0 else { throw CallError(operation: "fsync", path: temp, code: errno) }
+        }
+        guard rename(temp, url.path) == 0 else { throw CallError(operation: "rename", path: url.path, code: errno) }
+        ok = true
+        syncDirectory(folder)
+    }
+
+    /// Renames within one filesystem, then makes the rename durable.
+    static func moveAtomically(from source: URL, to destination: URL) throws {
+        guard rename(source.path, destination.path) == 0 else {
+            throw CallError(operation: "rename", path: destination.path, code: errno)
+        }
+        syncDirectory(destination.deletingLastPathComponent().path)
+    }
+
+    /// `fsync` of a directory so a rename in it survives power loss. Best effort: some
+    /// filesystems refuse it, and the rename itself has already happened.
+    static func syncDirectory(_ path: String) {
+        let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { return }
+        _ = fsync(fd)
+        close(fd)
+    }
+
+    /// Creates a directory and its parents.
+    static func createDirectory(_ url: URL) throws {
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory) {
+            if isDirectory.boolValue { return }
+            throw CallError(operation: "create directory", path: url.path, code: ENOTDIR)
+        }
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    }
+
+    /// Removes a file; a file that is already gone is not an error.
+    static func removeFile(_ url: URL) throws {
+        if unlink(url.path) != 0 && errno != ENOENT {
+            throw CallError(operation: "remove", path: url.path, code: errno)
+        }
+    }
+
+    /// The size of a regular file, or `nil` when there is none.
+    static func fileSize(_ url: URL) -> Int64? {
+        var info = stat()
+        guard stat(url.path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return nil }
+        return Int64(info.st_size)
+    }
+
+    /// Bytes available to an unprivileged user on the filesystem holding `url`.
+    static func availableBytes(at url: URL) throws -> Int64 {
+        var info = statvfs()
+        guard statvfs(url.path, &info) == 0 else { throw CallError(operation: "statvfs", path: url.path, code: errno) }
+        let (product, overflow) = Int64(info.f_bavail).multipliedReportingOverflow(by: Int64(info.f_frsize))
+        return overflow ? .max : product
+    }
+}

@@ -1,0 +1,61 @@
+import Foundation
+
+/// Decides a file's format from its bytes and checks it is a whole, well-formed book.
+///
+/// ZIP local-header magic means EPUB, `%PDF-` in the first KiB means PDF; anything else is
+/// refused, with a hint when it looks like an HTML error page.
+public struct BookValidator: Sendable {
+    /// The bounds applied to EPUB archives.
+    public var limits: ValidationLimits
+
+    /// Creates a validator.
+    /// - Parameter limits: Bounds on archive sizes and ratios.
+    public init(limits: ValidationLimits = ValidationLimits()) {
+        self.limits = limits
+    }
+
+    /// Validates the file at `path` and returns its format.
+    /// - Parameter path: A file on disk.
+    /// - Returns: The format the bytes show.
+    /// - Throws: ``ValidationFailure`` naming what is wrong.
+    public func validate(path: String) throws(ValidationFailure) -> BookFormat {
+        let format = try Self.detectFormat(path: path)
+        switch format {
+        case .epub: try EPUBValidator(limits: limits).validate(path: path)
+        case .pdf: try PDFValidator().validate(path: path)
+        }
+        return format
+    }
+
+    /// The format shown by the first bytes of the file.
+    /// - Parameter path: A file on disk.
+    /// - Throws: ``ValidationFailure`` when the file is neither an EPUB nor a PDF.
+    public static func detectFormat(path: String) throws(ValidationFailure) -> BookFormat {
+        let head = try FileBytes.read(path: path, offset: 0, count: 1024)
+        if head.isEmpty { throw ValidationFailure("the file is empty") }
+        if head.starts(with: [0x50, 0x4B, 0x03, 0x04]) { return .epub }
+        if head.firstRange(of: Array("%PDF-".utf8)) != nil { return .pdf }
+        let text = String(decoding: head.prefix(512), as: UTF8.self).lowercased()
+        if text.contains("<html") || text.contains("<!doctype html") || text.contains("<head") || text.contains("<body") {
+            throw ValidationFailure("the server sent an HTML page, not an EPUB or PDF (often a login or error page)")
+        }
+        if head.starts(with: [0x50, 0x4B, 0x05, 0x06]) { throw ValidationFailure("the file is an empty ZIP archive") }
+        throw ValidationFailure("the file is neither an EPUB (ZIP) nor a PDF")
+    }
+}
+
+/// Reads byte ranges of a file without loading it whole.
+enum FileBytes {
+    static func read(path: String, offset: Int64, count: Int) throws(ValidationFailure) -> [UInt8] {
+        guard let handle = FileHandle(forReadingAtPath: path) else {
+            throw ValidationFailure("cannot open the file")
+        }
+        defer { try? handle.close() }
+        do {
+            try handle.seek(toOffset: UInt64(max(0, offset)))
+            return [UInt8](try handle.read(upToCount: count) ?? Data())
+        } catch {
+            throw ValidationFailure("cannot read the file (\(error))")
+        }
+    }
+}

@@ -1,0 +1,90 @@
+import Foundation
+
+#if canImport(FoundationXML)
+    import FoundationXML
+#endif
+
+/// Reads `META-INF/container.xml` and returns its rootfile paths.
+///
+/// On Linux `XMLParser.parse()` returns `true` for some malformed documents (`<a><b></a>`, an
+/// unclosed `<a>`), so this also checks `parserError` and that every element is closed.
+/// Nesting deeper than the limit is refused, so a hostile document stays cheap.
+struct ContainerXMLParser {
+    let maxDepth: Int
+
+    func rootfiles(in data: [UInt8]) throws(ValidationFailure) -> [String] {
+        let delegate = Delegate(maxDepth: maxDepth)
+        let parser = XMLParser(data: Data(data))
+        parser.shouldProcessNamespaces = true
+        parser.shouldResolveExternalEntities = false
+        parser.delegate = delegate
+        let ok = parser.parse()
+        if let failure = delegate.failure { throw failure }
+        if !ok || parser.parserError != nil {
+            let detail = parser.parserError.map { " (\($0.localizedDescription))" } ?? ""
+            throw ValidationFailure("META-INF/container.xml is not well-formed XML\(detail)")
+        }
+        guard delegate.sawRoot, delegate.stack.isEmpty else {
+            throw ValidationFailure("META-INF/container.xml is not well-formed XML (unbalanced elements)")
+        }
+        guard delegate.rootName == "container" else {
+            throw ValidationFailure("META-INF/container.xml's root element is '\(delegate.rootName ?? "")', not 'container'")
+        }
+        return delegate.rootfiles
+    }
+
+    private final class Delegate: NSObject, XMLParserDelegate {
+        let maxDepth: Int
+        var stack: [String] = []
+        var rootfiles: [String] = []
+        var rootName: String?
+        var sawRoot = false
+        var failure: ValidationFailure?
+
+        init(maxDepth: Int) {
+            self.maxDepth = maxDepth
+        }
+
+        func parser(
+            _ parser: XMLParser, didStartElement elementName: String, namespaceURI: String?,
+            qualifiedName qName: String?, attributes attributeDict: [String: String] = [:]
+        ) {
+            let local = elementName.split(separator: ":").last.map(String.init) ?? elementName
+            if stack.isEmpty {
+                if sawRoot {
+                    fail(parser, "META-INF/container.xml has more than one root element")
+                    return
+                }
+                sawRoot = true
+                rootName = local
+            }
+            stack.append(elementName)
+            if stack.count > maxDepth {
+                fail(parser, "META-INF/container.xml nests deeper than \(maxDepth) elements")
+                return
+            }
+            if local == "rootfile" {
+                guard let path = attributeDict["full-path"], !path.isEmpty else {
+                    fail(parser, "a rootfile in META-INF/container.xml has no full-path")
+                    return
+                }
+                rootfiles.append(path)
+            }
+        }
+
+        func parser(_ parser: XMLParser, didEndElement elementName: String, namespaceURI: String?, qualifiedName qName: String?) {
+            guard stack.last == elementName else {
+                fail(parser, "META-INF/container.xml is not well-formed XML (</\(elementName)> closes <\(stack.last ?? "")>)")
+                return
+            }
+            stack.removeLast()
+        }
+
+        private func fail(_ parser: XMLParser, _ reason: String) {
+            if failure == nil { failure = ValidationFailure(reason) }
+            parser.abortParsing()
+            // Keep the stack non-empty so the caller never mistakes an aborted parse for a whole one.
+            stack.append("!")
+        }
+    }
+}

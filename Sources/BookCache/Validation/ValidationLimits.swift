@@ -1,0 +1,39 @@
+/// Bounds that keep validation finite in time and memory, whatever the file claims.
+public struct ValidationLimits: Sendable, Hashable {
+    /// The most uncompressed bytes all entries of an EPUB may declare together.
+    public var maxTotalUncompressedBytes: Int64
+    /// The largest compression ratio allowed for an entry bigger than ``ratioCheckThreshold``.
+    public var maxCompressionRatio: Int64
+    /// Entries smaller than this many uncompressed bytes are not ratio-checked.
+    public var ratioCheckThreshold: Int64
+    /// The most entries an EPUB may have.
+    public var maxEntries: Int
+    /// The largest `META-INF/container.xml` accepted.
+    public var maxContainerXMLBytes: Int
+    /// The deepest element nesting accepted in `container.xml`.
+    public var maxContainerXMLDepth: Int
+
+    /// Creates limits.
+    /// - Parameters:
+    ///   - maxTotalUncompressedBytes: 8 GiB by default.
+    ///   - maxCompressionRatio: 200 by default (deflate bombs run near 1000).
+    ///   - ratioCheckThreshold: 1 MiB by default.
+    ///   - maxEntries: 100,000 by default.
+    ///   - maxContainerXMLBytes: 256 KiB by default.
+    ///   - maxContainerXMLDepth: 32 by default.
+    public init(
+        maxTotalUncompressedBytes: Int64 = 8 << 30,
+        maxCompressionRatio: Int64 = 200,
+        ratioCheckThreshold: Int64 = 1 << 20,
+        maxEntries: Int = 100_000,
+        maxContainerXMLBytes: Int = 256 << 10,
+        maxContainerXMLDepth: Int = 32
+    ) {
+        self.maxTotalUncompressedBytes = maxTotalUncompressedBytes
+        self.maxCompressionRatio = maxCompressionRatio
+        self.ratioCheckThreshold = ratioCheckThreshold
+        self.maxEntries = maxEntries
+        self.maxContainerXMLBytes = maxContainerXMLBytes
+        self.maxContainerXMLDepth = maxContainerXMLDepth
+    }
+}

@@ -1,0 +1,180 @@
+import AsyncHTTPClient
+import Foundation
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+
+/// The live ``HTTPTransport``, built on AsyncHTTPClient.
+///
+/// It follows up to ten redirects (never in a cycle), never decompresses, and uses an
+/// idle-read timeout rather than a total one, so large books on slow links still finish.
+/// Connection failures are reported at once; retrying is the caller's decision.
+public final class AsyncHTTPClientTransport: HTTPTransport {
+    /// Timeouts and limits for the transport.
+    public struct Configuration: Sendable {
+        /// How long to wait for a TCP (and TLS) connection.
+        public var connectTimeout: Duration
+        /// How long a response may go without delivering a byte before it fails.
+        public var idleReadTimeout: Duration
+        /// How many redirects to follow before failing.
+        public var maxRedirects: Int
+        /// Connections kept per host; keep it at least the queue's concurrency.
+        public var connectionsPerHost: Int
+
+        /// Creates a configuration.
+        /// - Parameters:
+        ///   - connectTimeout: Connect timeout; 10 seconds by default.
+        ///   - idleReadTimeout: Idle-read timeout; 30 seconds by default.
+        ///   - maxRedirects: Redirects to follow; 10 by default.
+        ///   - connectionsPerHost: Pooled connections per host; 16 by default.
+        public init(
+            connectTimeout: Duration = .seconds(10),
+            idleReadTimeout: Duration = .seconds(30),
+            maxRedirects: Int = 10,
+            connectionsPerHost: Int = 16
+        ) {
+            self.connectTimeout = connectTimeout
+            self.idleReadTimeout = idleReadTimeout
+            self.maxRedirects = maxRedirects
+            self.connectionsPerHost = connectionsPerHost
+        }
+    }
+
+    private let client: HTTPClient
+    private let ownsClient: Bool
+    private let logger: Logger
+
+    /// A process-wide transport with the default configuration. It is never shut down.
+    public static let shared = AsyncHTTPClientTransport(configuration: Configuration(), logger: nil, owned: false)
+
+    /// Creates a transport with its own HTTP client. Call ``shutdown()`` when done with it.
+    /// - Parameters:
+    ///   - configuration: Timeouts and limits.
+    ///   - logger: Where the client logs background activity; silent when `nil`.
+    public convenience init(configuration: Configuration, logger: Logger? = nil) {
+        self.init(configuration: configuration, logger: logger, owned: true)
+    }
+
+    private init(configuration: Configuration, logger: Logger?, owned: Bool) {
+        var config = HTTPClient.Configuration(
+            redirectConfiguration: .follow(max: configuration.maxRedirects, allowCycles: false),
+            timeout: .init(
+                connect: TimeAmount(configuration.connectTimeout),
+                read: TimeAmount(configuration.idleReadTimeout)
+            ),
+            decompression: .disabled
+        )
+        config.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = configuration.connectionsPerHost
+        config.connectionPool.retryConnectionEstablishment = false
+        let logger = logger ?? Logger(label: "bookcache.transport", factory: { _ in SwiftLogNoOpLogHandler() })
+        self.client = HTTPClient(
+            eventLoopGroup: HTTPClient.defaultEventLoopGroup,
+            configuration: config,
+            backgroundActivityLogger: logger
+        )
+        self.ownsClient = owned
+        self.logger = logger
+    }
+
+    /// Shuts the underlying client down. Do not call it on ``shared``.
+    public func shutdown() async throws {
+        guard ownsClient else { return }
+        try await client.shutdown()
+    }
+
+    deinit {
+        if ownsClient {
+            // An owned client must be shut down before it goes; do it in the background rather
+            // than trap, so a forgotten shutdown() costs a log line and not a crash.
+            let client = self.client
+            Task { try? await client.shutdown() }
+        }
+    }
+
+    public func send(_ request: TransportRequest) async throws -> TransportResponse {
+        var httpRequest = HTTPClientRequest(url: request.url.absoluteString)
+        httpRequest.method = .GET
+        for header in request.headers {
+            httpRequest.headers.add(name: header.name, value: header.value)
+        }
+        let response: HTTPClientResponse
+        do {
+            response = try await client.execute(httpRequest, deadline: .distantFuture, logger: logger)
+        } catch {
+            throw DownloadError.classifying(error, url: request.url)
+        }
+        let headers = response.headers.map { (name: $0.name, value: $0.value) }
+        let finalURL = response.url ?? request.url
+        let body = ResponseBody(TranslatingBody(base: response.body, url: finalURL))
+        return TransportResponse(
+            statusCode: Int(response.status.code),
+            headers: headers,
+            finalURL: finalURL,
+            body: body
+        )
+    }
+}
+
+/// Maps AsyncHTTPClient's body errors to ``DownloadError`` as they surface.
+private struct TranslatingBody: AsyncSequence, Sendable {
+    typealias Element = ByteBuffer
+    let base: HTTPClientResponse.Body
+    let url: URL
+
+    func makeAsyncIterator() -> Iterator {
+        Iterator(base: base.makeAsyncIterator(), url: url)
+    }
+
+    struct Iterator: AsyncIteratorProtocol {
+        var base: HTTPClientResponse.Body.AsyncIterator
+        let url: URL
+
+        mutating func next() async throws -> ByteBuffer? {
+            do {
+                return try await base.next()
+            } catch {
+                throw DownloadError.classifying(error, url: url)
+            }
+        }
+    }
+}
+
+extension DownloadError {
+    /// Sorts an error from the HTTP stack into connection failures, timeouts and other
+    /// transport failures.
+    static func classifying(_ error: any Error, url: URL) -> DownloadError {
+        if let error = error as? DownloadError { return error }
+        if error is CancellationError { return DownloadError(kind: .cancelled, url: url) }
+        if let error = error as? HTTPClientError {
+            switch error {
+            case .connectTimeout, .socksHandshakeTimeout, .tlsHandshakeTimeout:
+                return DownloadError(kind: .connectionFailed, url: url, underlying: error, detail: "connect timed out")
+            case .readTimeout:
+                return DownloadError(kind: .timedOut, url: url, underlying: error, detail: "no data received within the idle-read timeout")
+            case .redirectLimitReached, .redirectCycleDetected:
+                return DownloadError(kind: .tooManyRedirects, url: url, underlying: error)
+            case .invalidURL, .emptyHost, .emptyScheme:
+                return DownloadError(kind: .invalidURL, url: url, underlying: error)
+            case .cancelled:
+                return DownloadError(kind: .cancelled, url: url)
+            case .remoteConnectionClosed:
+                return DownloadError(kind: .bodyCutShort, url: url, underlying: error, detail: "the server closed the connection")
+            default:
+                return DownloadError(kind: .transport, url: url, underlying: error)
+            }
+        }
+        if error is NIOConnectionError || error is SocketAddressError {
+            return DownloadError(kind: .connectionFailed, url: url, underlying: error)
+        }
+        if let ioError = error as? IOError,
+            [ECONNREFUSED, ENETUNREACH, EHOSTUNREACH, ETIMEDOUT].contains(ioError.errnoCode)
+        {
+            return DownloadError(kind: .connectionFailed, url: url, underlying: error)
+        }
+        if error is HTTPParserError {
+            return DownloadError(kind: .bodyCutShort, url: url, underlying: error, detail: "the response ended early or was malformed")
+        }
+        return DownloadError(kind: .transport, url: url, underlying: error)
+    }
+}

@@ -1,0 +1,117 @@
+import Foundation
+import NIOCore
+
+/// The seam between the download logic and an HTTP stack.
+///
+/// ``AsyncHTTPClientTransport`` is the live implementation. A transport sends one `GET`,
+/// follows redirects, and hands back the final response head with a streaming body. It does
+/// not retry, does not decompress, and does not interpret status codes: that is the
+/// ``FileDownloader``'s job, so every transport behaves the same.
+public protocol HTTPTransport: Sendable {
+    /// Sends a request and returns the response head once it has arrived.
+    ///
+    /// - Parameter request: What to fetch, with any extra headers (such as `Range`).
+    /// - Returns: The final response (after redirects) whose body is read by iterating it.
+    /// - Throws: ``DownloadError`` with kind ``DownloadError/Kind/connectionFailed`` when no
+    ///   connection could be made, or ``DownloadError/Kind/transport`` for any other failure.
+    func send(_ request: TransportRequest) async throws -> TransportResponse
+}
+
+/// A `GET` request handed to an ``HTTPTransport``.
+public struct TransportRequest: Sendable {
+    /// The absolute `http` or `https` URL.
+    public var url: URL
+    /// Extra request headers, in order.
+    public var headers: [(name: String, value: String)]
+
+    /// Creates a request.
+    /// - Parameters:
+    ///   - url: The absolute `http` or `https` URL.
+    ///   - headers: Extra request headers, in order.
+    public init(url: URL, headers: [(name: String, value: String)] = []) {
+        self.url = url
+        self.headers = headers
+    }
+}
+
+/// The head of a response and its streaming body.
+public struct TransportResponse: Sendable {
+    /// The HTTP status code, such as 200 or 206.
+    public var statusCode: Int
+    /// Response headers; look them up with ``header(_:)``.
+    public var headers: [(name: String, value: String)]
+    /// The URL that answered, after redirects.
+    public var finalURL: URL
+    /// The body, as a sequence of buffers. Iterate it once.
+    public var body: ResponseBody
+
+    /// Creates a response.
+    /// - Parameters:
+    ///   - statusCode: The HTTP status code.
+    ///   - headers: Response headers.
+    ///   - finalURL: The URL that answered, after redirects.
+    ///   - body: The streaming body.
+    public init(statusCode: Int, headers: [(name: String, value: String)], finalURL: URL, body: ResponseBody) {
+        self.statusCode = statusCode
+        self.headers = headers
+        self.finalURL = finalURL
+        self.body = body
+    }
+
+    /// The first value of a header, compared case-insensitively.
+    /// - Parameter name: The header name, such as `ETag`.
+    /// - Returns: The value, or `nil` when the header is absent.
+    public func header(_ name: String) -> String? {
+        headers.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value
+    }
+
+    /// The `Content-Length` header as a number, if present and valid.
+    public var contentLength: Int64? {
+        header("Content-Length").flatMap { Int64($0.trimmingCharacters(in: .whitespaces)) }.flatMap { $0 >= 0 ? $0 : nil }
+    }
+}
+
+/// A response body: an asynchronous sequence of byte buffers, read once.
+public struct ResponseBody: AsyncSequence, Sendable {
+    public typealias Element = ByteBuffer
+
+    private let makeNext: @Sendable () -> (@Sendable () async throws -> ByteBuffer?)
+
+    /// Wraps any sendable sequence of byte buffers.
+    /// - Parameter sequence: The underlying body, such as AsyncHTTPClient's response body.
+    public init<Base: AsyncSequence & Sendable>(_ sequence: Base) where Base.Element == ByteBuffer {
+        self.makeNext = {
+            let box = IteratorBox(sequence.makeAsyncIterator())
+            return { try await box.next() }
+        }
+    }
+
+    /// Creates an iterator over the body's buffers.
+    public func makeAsyncIterator() -> Iterator {
+        Iterator(next: makeNext())
+    }
+
+    /// Iterates a ``ResponseBody``.
+    public struct Iterator: AsyncIteratorProtocol {
+        fileprivate let next: @Sendable () async throws -> ByteBuffer?
+
+        /// The next buffer, or `nil` at the end of the body.
+        public mutating func next() async throws -> ByteBuffer? {
+            try await next()
+        }
+    }
+}
+
+/// Holds an iterator so a closure can advance it. A body is iterated by one task at a time,
+/// which is what makes the unchecked conformance sound.
+private final class IteratorBox<Base: AsyncIteratorProtocol>: @unchecked Sendable where Base.Element == ByteBuffer {
+    private var base: Base
+
+    init(_ base: Base) {
+        self.base = base
+    }
+
+    func next() async throws -> ByteBuffer? {
+        try await base.next()
+    }
+}
