@@ -1,0 +1,334 @@
+import Foundation
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import Synchronization
+
+/// A real HTTP/1.1 server on `127.0.0.1` with an ephemeral port, for tests and the demo.
+///
+/// It serves files from memory (and optionally a directory) with `ETag`, `Last-Modified` and
+/// `Range`/`If-Range`, and has routes and scripted faults for the ways servers misbehave:
+///
+/// | path | answer |
+/// | --- | --- |
+/// | `/NAME` | the file, 200 or 206 |
+/// | `/status/CODE` | that status with a short body (`?retry-after=N` adds the header) |
+/// | `/redirect/N/NAME` | N hops of 302, then `/NAME` |
+/// | `/redirect-loop` | 302 to itself |
+/// | `/chunked/NAME` | the file with chunked transfer encoding |
+/// | `/drop/BYTES/NAME` | the full `Content-Length`, then the connection closes after BYTES |
+/// | `/html/NAME` | an HTML error page with status 200 |
+///
+/// ``enqueueFault(_:for:)`` scripts the next answers for a path, one fault per request.
+public final class TestHTTPServer: Sendable {
+    /// A scripted misbehaviour for one request.
+    public enum Fault: Sendable, Hashable {
+        /// Answer with this status (and `Retry-After`, when given) instead of the file.
+        case status(Int, retryAfter: String? = nil)
+        /// Send the head with the full length, then close after this many body bytes.
+        case dropAfter(bytes: Int)
+        /// Ignore any `Range` header and send the whole file with 200.
+        case ignoreRange
+    }
+
+    /// One request as the server saw it.
+    public struct LoggedRequest: Sendable, Hashable {
+        /// The path, without the query.
+        public var path: String
+        /// The request headers, names lowercased.
+        public var headers: [String: String]
+    }
+
+    private struct State {
+        var files: [String: Data] = [:]
+        var etags: [String: String] = [:]
+        var faults: [String: [Fault]] = [:]
+        var log: [LoggedRequest] = []
+        var inFlight = 0
+        var maxInFlight = 0
+    }
+
+    private let state = Mutex(State())
+    private let directory: URL?
+    private let channel: Mutex<(any Channel)?> = Mutex(nil)
+
+    /// The port the server listens on; valid after ``start()``.
+    public var port: Int { channel.withLock { $0?.localAddress?.port ?? 0 } }
+
+    /// The server's base URL, such as `http://127.0.0.1:54321`.
+    public var baseURL: String { "http://127.0.0.1:\(port)" }
+
+    /// Creates a server; call ``start()`` next.
+    /// - Parameter directory: A folder whose files are served too (below the in-memory ones).
+    public init(directory: URL? = nil) {
+        self.directory = directory
+    }
+
+    /// Binds to `127.0.0.1` (port 0 picks a free one) and starts serving.
+    /// - Parameter port: The port; 0 for any free one.
+    public func start(port: Int = 0) async throws {
+        let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .serverChannelOption(.backlog, value: 256)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelInitializer { [self] channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
+                    try channel.pipeline.syncOperations.addHandler(RequestHandler(server: self))
+                }
+            }
+        let bound = try await bootstrap.bind(host: "127.0.0.1", port: port).get()
+        channel.withLock { $0 = bound }
+    }
+
+    /// Stops listening.
+    public func shutdown() async throws {
+        let bound = channel.withLock { $0 }
+        try await bound?.close()
+    }
+
+    /// Serves `data` at `/NAME` with a fresh `ETag`.
+    /// - Parameters:
+    ///   - data: The body.
+    ///   - name: The path without the leading slash.
+    ///   - etag: The `ETag` to send; derived from the content when `nil`.
+    public func setFile(_ data: Data, at name: String, etag: String? = nil) {
+        state.withLock {
+            $0.files["/" + name] = data
+            $0.etags["/" + name] = etag ?? "\"\(String(UInt32(truncatingIfNeeded: data.hashValue &* 31 &+ data.count), radix: 16))-\(data.count)\""
+        }
+    }
+
+    /// Removes a file.
+    public func removeFile(at name: String) {
+        state.withLock {
+            $0.files["/" + name] = nil
+            $0.etags["/" + name] = nil
+        }
+    }
+
+    /// Scripts the next answer for a path; faults are used in order, one per request.
+    /// - Parameters:
+    ///   - fault: What to do instead of serving normally.
+    ///   - path: The request path, such as `/alice.epub`.
+    public func enqueueFault(_ fault: Fault, for path: String) {
+        state.withLock { $0.faults[path, default: []].append(fault) }
+    }
+
+    /// Every request received so far, in order.
+    public var requests: [LoggedRequest] { state.withLock { $0.log } }
+
+    /// How many requests were made for `path`.
+    public func requestCount(for path: String) -> Int {
+        state.withLock { $0.log.filter { $0.path == path }.count }
+    }
+
+    /// The most requests that were being answered at the same time.
+    public var maxConcurrentRequests: Int { state.withLock { $0.maxInFlight } }
+
+    // MARK: - Handling
+
+    fileprivate struct Reply {
+        var status: HTTPResponseStatus
+        var headers: HTTPHeaders
+        var body: Data
+        var chunked = false
+        var dropAfter: Int?
+    }
+
+    fileprivate func begin(path: String, headers: HTTPHeaders) {
+        var dict: [String: String] = [:]
+        for (name, value) in headers { dict[name.lowercased()] = value }
+        state.withLock {
+            $0.log.append(LoggedRequest(path: path, headers: dict))
+            $0.inFlight += 1
+            $0.maxInFlight = max($0.maxInFlight, $0.inFlight)
+        }
+    }
+
+    fileprivate func end() {
+        state.withLock { $0.inFlight -= 1 }
+    }
+
+    fileprivate func reply(to uri: String, headers: HTTPHeaders) -> Reply {
+        let (path, query) = Self.split(uri)
+        let fault = state.withLock { state -> Fault? in
+            guard var queue = state.faults[path], !queue.isEmpty else { return nil }
+            let next = queue.removeFirst()
+            state.faults[path] = queue
+            return next
+        }
+        let parts = path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
+        switch fault {
+        case .status(let code, let retryAfter):
+            return Self.statusReply(code, retryAfter: retryAfter)
+        case .dropAfter(let bytes):
+            guard var reply = fileReply(path: path, requestHeaders: headers, honourRange: true) else { return Self.statusReply(404) }
+            reply.dropAfter = bytes
+            return reply
+        case .ignoreRange:
+            return fileReply(path: path, requestHeaders: headers, honourRange: false) ?? Self.statusReply(404)
+        case nil:
+            break
+        }
+        if parts.first == "status", parts.count == 2, let code = Int(parts[1]) {
+            return Self.statusReply(code, retryAfter: query["retry-after"])
+        }
+        if parts.first == "redirect-loop" {
+            var reply = Self.statusReply(302)
+            reply.headers.replaceOrAdd(name: "Location", value: "/redirect-loop")
+            return reply
+        }
+        if parts.first == "redirect", parts.count >= 3, let hops = Int(parts[1]) {
+            let rest = parts[2...].joined(separator: "/")
+            var reply = Self.statusReply(302)
+            reply.headers.replaceOrAdd(name: "Location", value: hops > 1 ? "/redirect/\(hops - 1)/\(rest)" : "/\(rest)")
+            return reply
+        }
+        if parts.first == "chunked", parts.count >= 2 {
+            guard var reply = fileReply(path: "/" + parts[1...].joined(separator: "/"), requestHeaders: headers, honourRange: false) else {
+                return Self.statusReply(404)
+            }
+            reply.chunked = true
+            reply.headers.remove(name: "Content-Length")
+            return reply
+        }
+        if parts.first == "drop", parts.count >= 3, let bytes = Int(parts[1]) {
+            guard var reply = fileReply(path: "/" + parts[2...].joined(separator: "/"), requestHeaders: headers, honourRange: false) else {
+                return Self.statusReply(404)
+            }
+            reply.dropAfter = bytes
+            return reply
+        }
+        if parts.first == "html" {
+            var headers = HTTPHeaders()
+            headers.add(name: "Content-Type", value: "text/html; charset=utf-8")
+            let body = Data("<!DOCTYPE html><html><head><title>Sign in</title></head><body>Please sign in.</body></html>\n".utf8)
+            return Reply(status: .ok, headers: headers, body: body)
+        }
+        return fileReply(path: path, requestHeaders: headers, honourRange: true) ?? Self.statusReply(404)
+    }
+
+    private func fileReply(path: String, requestHeaders: HTTPHeaders, honourRange: Bool) -> Reply? {
+        var (data, etag) = state.withLock { ($0.files[path], $0.etags[path]) }
+        if data == nil, let directory, !path.contains("..") {
+            let url = directory.appendingPathComponent(String(path.dropFirst()))
+            var isDirectory: ObjCBool = false
+            if FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory), !isDirectory.boolValue,
+                let contents = try? Data(contentsOf: url)
+            {
+                data = contents
+                etag = "\"\(contents.count)-\(String(UInt32(truncatingIfNeeded: contents.hashValue), radix: 16))\""
+            }
+        }
+        guard let data, let etag else { return nil }
+        var headers = HTTPHeaders()
+        headers.add(name: "ETag", value: etag)
+        headers.add(name: "Last-Modified", value: "Mon, 01 Jan 2024 00:00:00 GMT")
+        headers.add(name: "Accept-Ranges", value: "bytes")
+        headers.add(name: "Content-Type", value: path.hasSuffix(".pdf") ? "application/pdf" : "application/epub+zip")
+        if honourRange, let range = requestHeaders.first(name: "Range"), range.hasPrefix("bytes=") {
+            let ifRange = requestHeaders.first(name: "If-Range")
+            if ifRange == nil || ifRange == etag {
+                let spec = range.dropFirst("bytes=".count).split(separator: "-", omittingEmptySubsequences: false)
+                if spec.count == 2, let start = Int(spec[0]) {
+                    let end = Int(spec[1]).map { min($0, data.count - 1) } ?? (data.count - 1)
+                    guard start < data.count, start <= end else {
+                        var reply = Self.statusReply(416)
+                        reply.headers.add(name: "Content-Range", value: "bytes */\(data.count)")
+                        return reply
+                    }
+                    headers.add(name: "Content-Range", value: "bytes \(start)-\(end)/\(data.count)")
+                    headers.add(name: "Content-Length", value: "\(end - start + 1)")
+                    return Reply(status: .partialContent, headers: headers, body: data.subdata(in: start..<(end + 1)))
+                }
+            }
+        }
+        headers.add(name: "Content-Length", value: "\(data.count)")
+        return Reply(status: .ok, headers: headers, body: data)
+    }
+
+    private static func statusReply(_ code: Int, retryAfter: String? = nil) -> Reply {
+        var headers = HTTPHeaders()
+        headers.add(name: "Content-Type", value: "text/plain")
+        if let retryAfter { headers.add(name: "Retry-After", value: retryAfter) }
+        let body = Data("status \(code)\n".utf8)
+        headers.add(name: "Content-Length", value: "\(body.count)")
+        return Reply(status: HTTPResponseStatus(statusCode: code), headers: headers, body: body)
+    }
+
+    private static func split(_ uri: String) -> (String, [String: String]) {
+        guard let question = uri.firstIndex(of: "?") else { return (uri, [:]) }
+        var query: [String: String] = [:]
+        for pair in uri[uri.index(after: question)...].split(separator: "&") {
+            let kv = pair.split(separator: "=", maxSplits: 1).map(String.init)
+            query[kv[0]] = kv.count > 1 ? kv[1] : ""
+        }
+        return (String(uri[..<question]), query)
+    }
+}
+
+private final class RequestHandler: ChannelInboundHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    private let server: TestHTTPServer
+    private var head: HTTPRequestHead?
+
+    init(server: TestHTTPServer) {
+        self.server = server
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let head):
+            self.head = head
+        case .body:
+            break
+        case .end:
+            guard let head else { return }
+            self.head = nil
+            let path = head.uri.split(separator: "?", maxSplits: 1).first.map(String.init) ?? head.uri
+            server.begin(path: path, headers: head.headers)
+            let reply = server.reply(to: head.uri, headers: head.headers)
+            respond(context: context, request: head, reply: reply)
+        }
+    }
+
+    private func respond(context: ChannelHandlerContext, request: HTTPRequestHead, reply: TestHTTPServer.Reply) {
+        let server = self.server
+        var response = HTTPResponseHead(version: request.version, status: reply.status, headers: reply.headers)
+        if !request.isKeepAlive { response.headers.replaceOrAdd(name: "Connection", value: "close") }
+        context.write(wrapOutboundOut(.head(response)), promise: nil)
+        if let limit = reply.dropAfter {
+            var buffer = context.channel.allocator.buffer(capacity: limit)
+            buffer.writeBytes(reply.body.prefix(limit))
+            let channel = context.channel
+            context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(buffer)))).whenComplete { _ in
+                server.end()
+                channel.close(promise: nil)
+            }
+            return
+        }
+        if reply.chunked {
+            // Several parts, so the client sees a real chunked stream.
+            let step = max(1, reply.body.count / 4)
+            var offset = 0
+            while offset < reply.body.count {
+                var buffer = context.channel.allocator.buffer(capacity: step)
+                buffer.writeBytes(reply.body[offset..<min(offset + step, reply.body.count)])
+                context.write(wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil)
+                offset += step
+            }
+        } else if !reply.body.isEmpty {
+            var buffer = context.channel.allocator.buffer(capacity: reply.body.count)
+            buffer.writeBytes(reply.body)
+            context.write(wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil)
+        }
+        let keepAlive = request.isKeepAlive
+        let channel = context.channel
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in
+            server.end()
+            if !keepAlive { channel.close(promise: nil) }
+        }
+    }
+}

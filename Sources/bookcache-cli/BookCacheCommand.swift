@@ -1,0 +1,25 @@
+import ArgumentParser
+import BookCache
+
+@main
+struct BookCacheCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "bookcache",
+        abstract: "Download EPUB and PDF books into a local cache and keep them readable offline.",
+        discussion: """
+            The cache lives in --cache-dir, else $BOOKCACHE_DIR, else $XDG_CACHE_HOME/BookCache, \
+            else ~/.cache/BookCache. Book ids are written TYPE-ID, such as ebook-123 or magazine-2024-05.
+            """,
+        version: "0.1.0",
+        subcommands: [
+            DownloadCommand.self,
+            ListCommand.self,
+            PathCommand.self,
+            DeleteCommand.self,
+            ClearCommand.self,
+            StatsCommand.self,
+        ]
+    )
+
+    @OptionGroup var global: GlobalOptions
+}

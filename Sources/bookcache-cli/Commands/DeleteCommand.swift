@@ -1,0 +1,40 @@
+import ArgumentParser
+import BookCache
+
+struct DeleteCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "delete",
+        abstract: "Delete cached books.",
+        discussion: "Every id is checked before anything is deleted. Exits with status 1 if any book was not cached."
+    )
+
+    @OptionGroup var global: GlobalOptions
+    @ParentCommand var root: BookCacheCommand
+
+    @Argument(help: ArgumentHelp("Book ids, such as ebook-123.", valueName: "id"))
+    var ids: [String]
+
+    func validate() throws {
+        guard !ids.isEmpty else { throw ValidationError("Give at least one book id, such as ebook-123.") }
+        for id in ids { _ = try parseID(id) }
+    }
+
+    func run() async throws {
+        let bookIDs = try ids.map(parseID)
+        let manager = global.merged(with: root.global).makeManager()
+        var missing = 0
+        for id in bookIDs {
+            do {
+                if try await manager.delete(id) {
+                    Terminal.write("deleted \(id)")
+                } else {
+                    Terminal.writeError("error: \(id) is not cached")
+                    missing += 1
+                }
+            } catch {
+                throw fail(error)
+            }
+        }
+        if missing > 0 { throw ExitCode.failure }
+    }
+}

@@ -1,0 +1,32 @@
+import ArgumentParser
+import BookCache
+import Foundation
+import Logging
+
+/// Options every subcommand accepts, before or after its name.
+struct GlobalOptions: ParsableArguments {
+    @Option(name: .long, help: ArgumentHelp("The cache directory.", valueName: "dir"))
+    var cacheDir: String?
+
+    @Flag(name: .shortAndLong, help: "Log what the cache does to stderr.")
+    var verbose = false
+
+    /// The value given before the subcommand name, which the root command parsed.
+    func merged(with parent: GlobalOptions?) -> GlobalOptions {
+        var merged = self
+        if merged.cacheDir == nil { merged.cacheDir = parent?.cacheDir }
+        merged.verbose = verbose || (parent?.verbose ?? false)
+        return merged
+    }
+
+    func makeManager() -> BookCacheManager {
+        CLILogging.bootstrap(verbose: verbose)
+        let root = CacheLayout.defaultRoot(explicit: cacheDir)
+        return BookCacheManager(
+            configuration: BookCacheConfiguration(rootDirectory: root),
+            logger: Logger(label: "bookcache")
+        )
+    }
+}
+
+extension BookType: ExpressibleByArgument {}
