@@ -19,7 +19,10 @@ struct IndexStore: Sendable {
     func read() throws(BookCacheError) -> MetadataIndex {
         switch try load() {
         case .loaded(let index): return index
-        case .missing: return MetadataIndex()
+        case .missing:
+            // A deleted index with books still on disk is rebuilt; an empty cache stays untouched.
+            guard SidecarScanner(layout: layout, logger: logger).hasSidecars() else { return MetadataIndex() }
+            return try update { _ in }
         case .unreadable:
             // Rebuild under the lock; another process may have done it already.
             return try update { _ in }
@@ -35,7 +38,7 @@ struct IndexStore: Sendable {
                 var index: MetadataIndex
                 switch try load() {
                 case .loaded(let loaded): index = loaded
-                case .missing: index = MetadataIndex()
+                case .missing: index = rebuildMissing()
                 case .unreadable(let problem): index = try rebuild(after: problem)
                 }
                 let before = index.books
@@ -87,6 +90,17 @@ struct IndexStore: Sendable {
         } catch {
             throw .cacheDirectoryUnusable(layout.root.path, "cannot write the index (\(error))")
         }
+    }
+
+    /// Rebuilds an index that is missing while sidecars remain. Called under the lock.
+    private func rebuildMissing() -> MetadataIndex {
+        let index = SidecarScanner(layout: layout, logger: logger).rebuildIndex()
+        if !index.books.isEmpty {
+            logger.warning(
+                "the index was missing and has been rebuilt from the books on disk",
+                metadata: ["books": "\(index.books.count)", "index": "\(layout.indexFile.path)"])
+        }
+        return index
     }
 
     /// Moves a damaged index aside and rebuilds one from the sidecars. Called under the lock.

@@ -6,6 +6,24 @@ struct SidecarScanner {
     let layout: CacheLayout
     let logger: Logger
 
+    /// Whether any type folder holds a sidecar.
+    func hasSidecars() -> Bool {
+        BookType.allCases.contains { type in
+            sidecarNames(in: layout.folder(for: type)).first != nil
+        }
+    }
+
+    /// The sidecar file names in a folder; none when the folder does not exist yet.
+    private func sidecarNames(in folder: URL) -> [String] {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: folder.path) else {
+            if FileManager.default.fileExists(atPath: folder.path) {
+                logger.warning("cannot list a cache folder", metadata: ["folder": "\(folder.path)"])
+            }
+            return []
+        }
+        return names.filter { $0.hasSuffix(CacheLayout.sidecarSuffix) }
+    }
+
     /// Reads every `*.meta.json` in the type folders and keeps the records whose file exists
     /// with the recorded size.
     func rebuildIndex() -> MetadataIndex {
@@ -13,8 +31,7 @@ struct SidecarScanner {
         let decoder = MetadataCoding.decoder()
         for type in BookType.allCases {
             let folder = layout.folder(for: type)
-            let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
-            for name in names where name.hasSuffix(CacheLayout.sidecarSuffix) {
+            for name in sidecarNames(in: folder) {
                 let sidecar = folder.appendingPathComponent(name)
                 do {
                     let record = try decoder.decode(CachedBookMetadata.self, from: Data(contentsOf: sidecar))

@@ -22,6 +22,9 @@ struct EPUBValidator {
     func validate(path: String) throws(ValidationFailure) {
         var openError: Int32 = 0
         guard let archive = zip_open(path, ZIP_CHECKCONS | ZIP_RDONLY, &openError) else {
+            if openError == ZIP_ER_EXISTS {
+                throw ValidationFailure("an entry name appears twice in the archive")
+            }
             throw ValidationFailure("the ZIP archive is damaged or truncated (\(Self.describe(code: openError)))")
         }
         defer { zip_discard(archive) }

@@ -1,0 +1,99 @@
+import Foundation
+
+/// Runs a built executable and captures what it printed, for end-to-end CLI tests.
+public struct ProcessResult: Sendable {
+    /// The exit status.
+    public var status: Int32
+    /// Everything written to stdout.
+    public var stdout: String
+    /// Everything written to stderr.
+    public var stderr: String
+}
+
+public enum ProcessRunner {
+    /// The folder holding the built products (`.build/debug`).
+    public static var productsDirectory: URL {
+        #if os(macOS)
+            for bundle in Bundle.allBundles where bundle.bundlePath.hasSuffix(".xctest") {
+                return bundle.bundleURL.deletingLastPathComponent()
+            }
+            return Bundle.main.bundleURL
+        #else
+            return Bundle.main.bundleURL
+        #endif
+    }
+
+    /// Runs `executable` from the products folder with `arguments`, optionally feeding `stdin`.
+    /// - Parameters:
+    ///   - executable: The product name, such as `bookcache`.
+    ///   - arguments: The arguments.
+    ///   - environment: Extra environment variables.
+    ///   - stdin: Bytes for standard input; empty input when `nil`.
+    /// - Returns: Exit status and output.
+    public static func run(
+        _ executable: String,
+        _ arguments: [String],
+        environment: [String: String] = [:],
+        stdin: Data? = nil
+    ) async throws -> ProcessResult {
+        // Waiting for a child blocks a thread: do it on a dispatch thread, never on the
+        // cooperative pool that the test's own tasks need.
+        try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global().async {
+                continuation.resume(with: Result {
+                    try runBlocking(executable, arguments, environment: environment, stdin: stdin)
+                })
+            }
+        }
+    }
+
+    private static func runBlocking(
+        _ executable: String,
+        _ arguments: [String],
+        environment: [String: String],
+        stdin: Data?
+    ) throws -> ProcessResult {
+        let url = productsDirectory.appendingPathComponent(executable)
+        guard FileManager.default.isExecutableFile(atPath: url.path) else {
+            throw ProcessRunnerError(message: "\(url.path) is not built; run 'swift build' first")
+        }
+        let process = Process()
+        process.executableURL = url
+        process.arguments = arguments
+        var env = ProcessInfo.processInfo.environment
+        for (key, value) in environment { env[key] = value }
+        process.environment = env
+        let out = Pipe()
+        let err = Pipe()
+        let input = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        process.standardInput = input
+        try process.run()
+        if let stdin { input.fileHandleForWriting.write(stdin) }
+        try input.fileHandleForWriting.close()
+        // Read both pipes to the end before waiting, so a chatty child never blocks on a full pipe.
+        let group = DispatchGroup()
+        nonisolated(unsafe) var errData = Data()
+        group.enter()
+        DispatchQueue.global().async {
+            errData = err.fileHandleForReading.readDataToEndOfFile()
+            group.leave()
+        }
+        let outData = out.fileHandleForReading.readDataToEndOfFile()
+        group.wait()
+        process.waitUntilExit()
+        return ProcessResult(
+            status: process.terminationStatus,
+            stdout: String(decoding: outData, as: UTF8.self),
+            stderr: String(decoding: errData, as: UTF8.self)
+        )
+    }
+}
+
+/// The executable under test could not be run.
+public struct ProcessRunnerError: Error, CustomStringConvertible {
+    /// What went wrong.
+    public let message: String
+    public var description: String { message }
+}

@@ -1,0 +1,162 @@
+import BookCacheTestSupport
+import Crypto
+import DownloadQueue
+import Foundation
+import Logging
+import Testing
+
+@Suite("FileDownloader over real HTTP")
+struct FileDownloaderTests {
+    let downloader = FileDownloader(transport: AsyncHTTPClientTransport.shared, logger: Logger(label: "test"))
+    let payload = Data((0..<200_000).map { UInt8(truncatingIfNeeded: $0 &* 7) })
+
+    var payloadSHA256: String {
+        SHA256.hash(data: payload).map { String(format: "%02x", $0) }.joined()
+    }
+
+    @Test("streams the body to disk with its SHA-256, ETag and Last-Modified")
+    func plainDownload() async throws {
+        try await withServerAndDirectory(files: ["book.bin": payload]) { server, dir in
+            let destination = dir.path("book.part").path
+            let file = try await downloader.download(from: URL(string: "\(server.baseURL)/book.bin")!, to: destination)
+            #expect(file.byteCount == Int64(payload.count))
+            #expect(file.sha256 == payloadSHA256)
+            #expect(file.etag != nil)
+            #expect(file.lastModified == "Mon, 01 Jan 2024 00:00:00 GMT")
+            #expect(try Data(contentsOf: URL(fileURLWithPath: destination)) == payload)
+        }
+    }
+
+    @Test("a chunked body is read whole")
+    func chunked() async throws {
+        try await withServerAndDirectory(files: ["book.bin": payload]) { server, dir in
+            let file = try await downloader.download(from: URL(string: "\(server.baseURL)/chunked/book.bin")!, to: dir.path("c.part").path)
+            #expect(file.sha256 == payloadSHA256)
+        }
+    }
+
+    @Test("redirects are followed and the final URL reported")
+    func redirects() async throws {
+        try await withServerAndDirectory(files: ["book.bin": payload]) { server, dir in
+            let file = try await downloader.download(from: URL(string: "\(server.baseURL)/redirect/3/book.bin")!, to: dir.path("r.part").path)
+            #expect(file.sha256 == payloadSHA256)
+            #expect(file.finalURL.hasSuffix("/book.bin"))
+            #expect(server.requests.count == 4)
+        }
+    }
+
+    @Test("a redirect loop fails as too many redirects")
+    func redirectLoop() async throws {
+        try await withServerAndDirectory { server, dir in
+            let error = await #expect(throws: DownloadError.self) {
+                try await downloader.download(from: URL(string: "\(server.baseURL)/redirect-loop")!, to: dir.path("l.part").path)
+            }
+            #expect(error?.kind == .tooManyRedirects)
+        }
+    }
+
+    @Test("an error status fails with the code and leaves no file", arguments: [404, 403, 500, 503])
+    func errorStatus(code: Int) async throws {
+        try await withServerAndDirectory { server, dir in
+            let destination = dir.path("s.part")
+            let error = await #expect(throws: DownloadError.self) {
+                try await downloader.download(from: URL(string: "\(server.baseURL)/status/\(code)")!, to: destination.path)
+            }
+            #expect(error?.kind == .httpStatus)
+            #expect(error?.statusCode == code)
+            #expect(error?.isRetryable == (code >= 500))
+            #expect(!FileManager.default.fileExists(atPath: destination.path))
+        }
+    }
+
+    @Test("Retry-After is parsed from the response")
+    func retryAfter() async throws {
+        try await withServerAndDirectory { server, dir in
+            let error = await #expect(throws: DownloadError.self) {
+                try await downloader.download(from: URL(string: "\(server.baseURL)/status/503?retry-after=7")!, to: dir.path("x").path)
+            }
+            #expect(error?.retryAfter == .seconds(7))
+        }
+    }
+
+    @Test("a connection dropped mid-body is a retryable cut-short error and leaves no file")
+    func droppedConnection() async throws {
+        try await withServerAndDirectory(files: ["book.bin": payload]) { server, dir in
+            let destination = dir.path("d.part")
+            let error = await #expect(throws: DownloadError.self) {
+                try await downloader.download(from: URL(string: "\(server.baseURL)/drop/80000/book.bin")!, to: destination.path)
+            }
+            #expect(error?.kind == .bodyCutShort)
+            #expect(error?.isRetryable == true)
+            #expect(!FileManager.default.fileExists(atPath: destination.path))
+        }
+    }
+
+    @Test("a refused connection is a connection failure")
+    func connectionRefused() async throws {
+        // Given a port with nothing listening: start a server, note its port, stop it
+        let server = TestHTTPServer()
+        try await server.start()
+        let port = server.port
+        try await server.shutdown()
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let error = await #expect(throws: DownloadError.self) {
+            try await downloader.download(from: URL(string: "http://127.0.0.1:\(port)/x")!, to: dir.path("x").path)
+        }
+        #expect(error?.kind == .connectionFailed)
+    }
+
+    @Test("the head check can refuse before any byte is written")
+    func headCheckRefuses() async throws {
+        struct TooBig: Error {}
+        try await withServerAndDirectory(files: ["book.bin": payload]) { server, dir in
+            let destination = dir.path("h.part")
+            let error = await #expect(throws: DownloadError.self) {
+                try await downloader.download(
+                    from: URL(string: "\(server.baseURL)/book.bin")!, to: destination.path,
+                    checkHead: { head in
+                        if head.expectedLength == Int64(payload.count) { throw TooBig() }
+                    })
+            }
+            #expect(error?.kind == .refused)
+            #expect(error?.underlying is TooBig)
+            #expect(!FileManager.default.fileExists(atPath: destination.path))
+        }
+    }
+
+    @Test("a body larger than the limit is refused")
+    func maxBytes() async throws {
+        try await withServerAndDirectory(files: ["book.bin": payload]) { server, dir in
+            let error = await #expect(throws: DownloadError.self) {
+                try await downloader.download(from: URL(string: "\(server.baseURL)/chunked/book.bin")!, to: dir.path("m").path, maxBytes: 1000)
+            }
+            #expect(error?.kind == .bodyTooLong)
+        }
+    }
+
+    @Test("credentials never appear in errors")
+    func redaction() async throws {
+        try await withServerAndDirectory { server, dir in
+            let url = URL(string: "http://alice:s3cret@127.0.0.1:\(server.port)/status/404")!
+            let error = await #expect(throws: DownloadError.self) {
+                try await downloader.download(from: url, to: dir.path("x").path)
+            }
+            #expect(error.map { !"\($0)".contains("s3cret") } == true)
+        }
+    }
+
+    @Test("Retry-After accepts seconds and HTTP dates")
+    func retryAfterParsing() {
+        let now = Date(timeIntervalSince1970: 1_700_000_000)
+        #expect(RetryAfter.parse("120", now: now) == .seconds(120))
+        #expect(RetryAfter.parse("-1", now: now) == nil)
+        #expect(RetryAfter.parse("soon", now: now) == nil)
+        let date = Date(timeIntervalSince1970: 1_700_000_030)
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+        #expect(RetryAfter.parse(formatter.string(from: date), now: now) == .seconds(30))
+    }
+}
