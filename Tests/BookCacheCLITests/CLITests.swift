@@ -1,0 +1,198 @@
+import BookCacheTestSupport
+import Foundation
+import Testing
+
+/// Runs the built `bookcache` binary against the loopback server and checks output and exit status.
+@Suite("bookcache command line")
+struct CLITests {
+    func bookcache(_ arguments: [String], stdin: Data? = nil) async throws -> ProcessResult {
+        try await ProcessRunner.run("bookcache", arguments, environment: ["BOOKCACHE_DIR": "", "XDG_CACHE_HOME": "/nonexistent-xdg"], stdin: stdin)
+    }
+
+    func serving(_ body: (TestHTTPServer, String) async throws -> Void) async throws {
+        let server = TestHTTPServer(directory: Fixtures.books)
+        try await server.start()
+        let dir = try TemporaryDirectory()
+        do {
+            try await body(server, dir.path("cache").path)
+        } catch {
+            try? await server.shutdown()
+            dir.remove()
+            throw error
+        }
+        try await server.shutdown()
+        dir.remove()
+    }
+
+    @Test("download, list, path, stats, delete: the whole round trip")
+    func roundTrip() async throws {
+        try await serving { server, cache in
+            // When two books are downloaded
+            let first = try await bookcache(["download", "\(server.baseURL)/alice.epub", "--cache-dir", cache, "--title", "Alice"])
+            #expect(first.status == 0, "\(first.stderr)")
+            #expect(first.stdout.contains("cached ebook-alice"))
+            #expect(first.stderr.isEmpty, "no progress noise when not on a terminal: \(first.stderr)")
+            let second = try await bookcache(["--cache-dir", cache, "download", "\(server.baseURL)/fixture-monthly-2024-05.pdf", "--type", "magazine", "--id", "may"])
+            #expect(second.status == 0, "\(second.stderr)")
+
+            // Then a second download of the same book does nothing
+            let again = try await bookcache(["download", "\(server.baseURL)/alice.epub", "--cache-dir", cache])
+            #expect(again.status == 0)
+            #expect(again.stdout.contains("already cached"))
+            #expect(server.requestCount(for: "/alice.epub") == 1)
+
+            // And list shows both, with a total
+            let list = try await bookcache(["list", "--cache-dir", cache])
+            #expect(list.status == 0)
+            #expect(list.stdout.contains("ebook-alice"))
+            #expect(list.stdout.contains("magazine-may"))
+            #expect(list.stdout.contains("Alice"))
+            #expect(list.stdout.contains("2 books"))
+            let magazines = try await bookcache(["list", "--type", "magazine", "--cache-dir", cache])
+            #expect(!magazines.stdout.contains("ebook-alice"))
+
+            // And list --json is an array of records with ISO-8601 dates
+            let json = try await bookcache(["list", "--json", "--cache-dir", cache])
+            let records = try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [[String: Any]]
+            #expect(records?.count == 2)
+            let alice = records?.first { $0["id"] as? String == "ebook-alice" }
+            #expect(alice?["localPath"] as? String == "ebooks/alice.epub")
+            #expect(alice?["format"] as? String == "epub")
+            #expect((alice?["checksum"] as? String)?.count == 64)
+            #expect((alice?["downloadedAt"] as? String).flatMap { try? Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse($0) } != nil)
+
+            // And path prints the absolute file
+            let path = try await bookcache(["path", "ebook-alice", "--cache-dir", cache])
+            #expect(path.status == 0)
+            #expect(path.stdout == cache + "/ebooks/alice.epub\n")
+
+            // And stats counts per type
+            let stats = try await bookcache(["stats", "--json", "--cache-dir", cache])
+            let object = try JSONSerialization.jsonObject(with: Data(stats.stdout.utf8)) as? [String: Any]
+            #expect(object?["totalCount"] as? Int == 2)
+            #expect((object?["availableBytes"] as? Int ?? 0) > 0)
+            let statsTable = try await bookcache(["stats", "--cache-dir", cache])
+            #expect(statsTable.stdout.contains("free space"))
+
+            // And delete removes one; deleting it again fails
+            let delete = try await bookcache(["delete", "ebook-alice", "--cache-dir", cache])
+            #expect(delete.status == 0)
+            #expect(!FileManager.default.fileExists(atPath: cache + "/ebooks/alice.epub"))
+            let deleteAgain = try await bookcache(["delete", "ebook-alice", "--cache-dir", cache])
+            #expect(deleteAgain.status == 1)
+            #expect(deleteAgain.stderr.contains("not cached"))
+            let pathGone = try await bookcache(["path", "ebook-alice", "--cache-dir", cache])
+            #expect(pathGone.status == 1)
+            #expect(pathGone.stdout.isEmpty)
+        }
+    }
+
+    @Test("bad ids, URLs and checksums are refused before any I/O", arguments: [
+        ["download", "URL/alice.epub", "--id", "../etc"],
+        ["download", "URL/alice.epub", "--id", ".hidden"],
+        ["download", "URL/alice.epub", "--id", "a\u{0430}"],
+        ["download", "URL/alice.epub", "--type", "comic"],
+        ["download", "ftp://example.com/a.epub"],
+        ["download", "not a url"],
+        ["download", "URL/alice.epub", "--sha256", "xyz"],
+        ["download", "URL/alice.epub", "--cover-url", "file:///etc/passwd"],
+        ["path", "alice"],
+        ["path", "ebook-a/b"],
+        ["delete", "ebook-ok", "magazine-.."],
+    ])
+    func refusedBeforeIO(arguments: [String]) async throws {
+        try await serving { server, cache in
+            let args = arguments.map { $0.replacingOccurrences(of: "URL/", with: "\(server.baseURL)/") } + ["--cache-dir", cache]
+            let result = try await bookcache(args)
+            #expect(result.status == 64, "\(args): \(result.stderr)")
+            #expect(result.stderr.contains("Error:"))
+            #expect(server.requests.isEmpty)
+            #expect(!FileManager.default.fileExists(atPath: cache))
+        }
+    }
+
+    @Test("each corrupt fixture fails with one clear line and is not cached", arguments: [
+        ("corrupt/crc-flip.epub", "CRC"),
+        ("corrupt/truncated.epub", "truncated"),
+        ("corrupt/wrong-mimetype.epub", "mimetype"),
+        ("corrupt/no-container.epub", "container.xml is missing"),
+        ("corrupt/error-page.epub", "HTML page"),
+        ("corrupt/truncated.pdf", "truncated"),
+    ])
+    func corrupt(name: String, reason: String) async throws {
+        try await serving { server, cache in
+            let result = try await bookcache(["download", "\(server.baseURL)/\(name)", "--cache-dir", cache])
+            #expect(result.status == 1)
+            let lines = result.stderr.split(separator: "\n")
+            #expect(lines.count == 1, "\(result.stderr)")
+            #expect(result.stderr.hasPrefix("error: "))
+            #expect(result.stderr.contains(reason))
+            let list = try await bookcache(["list", "--json", "--cache-dir", cache])
+            let records = try JSONSerialization.jsonObject(with: Data(list.stdout.utf8)) as? [Any]
+            #expect(records?.isEmpty == true, "\(list.stdout)")
+        }
+    }
+
+    @Test("a 404 and a checksum mismatch fail with exit status 1 and say why")
+    func failures() async throws {
+        try await serving { server, cache in
+            let missing = try await bookcache(["download", "\(server.baseURL)/missing.epub", "--cache-dir", cache])
+            #expect(missing.status == 1)
+            #expect(missing.stderr.contains("404"))
+            let mismatch = try await bookcache([
+                "download", "\(server.baseURL)/alice.epub", "--sha256", String(repeating: "0", count: 64), "--cache-dir", cache,
+            ])
+            #expect(mismatch.status == 1)
+            #expect(mismatch.stderr.contains("checksum mismatch"))
+            let list = try await bookcache(["list", "--cache-dir", cache])
+            #expect(list.stdout.contains("No books cached"))
+        }
+    }
+
+    @Test("clear needs --yes without a terminal, and then empties the cache")
+    func clear() async throws {
+        try await serving { server, cache in
+            _ = try await bookcache(["download", "\(server.baseURL)/alice.epub", "--cache-dir", cache])
+            _ = try await bookcache(["download", "\(server.baseURL)/pride.epub", "--cache-dir", cache])
+            let refused = try await bookcache(["clear", "--cache-dir", cache])
+            #expect(refused.status == 1)
+            #expect(refused.stderr.contains("--yes"))
+            #expect(FileManager.default.fileExists(atPath: cache + "/ebooks/alice.epub"))
+            let cleared = try await bookcache(["clear", "--yes", "--cache-dir", cache])
+            #expect(cleared.status == 0)
+            #expect(cleared.stdout.contains("Removed 2 books"))
+            #expect(!FileManager.default.fileExists(atPath: cache + "/ebooks/alice.epub"))
+        }
+    }
+
+    @Test("the cache directory comes from BOOKCACHE_DIR when --cache-dir is absent")
+    func environmentDirectory() async throws {
+        try await serving { server, cache in
+            let result = try await ProcessRunner.run("bookcache", ["download", "\(server.baseURL)/pride.epub"], environment: ["BOOKCACHE_DIR": cache])
+            #expect(result.status == 0, "\(result.stderr)")
+            #expect(FileManager.default.fileExists(atPath: cache + "/ebooks/pride.epub"))
+        }
+    }
+
+    @Test("a cache path that is a file fails with one line and deletes nothing")
+    func cacheIsAFile() async throws {
+        try await serving { server, cache in
+            try Data("precious".utf8).write(to: URL(fileURLWithPath: cache))
+            for args in [["list"], ["download", "\(server.baseURL)/alice.epub"], ["clear", "--yes"], ["stats"]] {
+                let result = try await bookcache(args + ["--cache-dir", cache])
+                #expect(result.status == 1, "\(args)")
+                #expect(result.stderr.contains("unusable"), "\(args): \(result.stderr)")
+            }
+            #expect(try Data(contentsOf: URL(fileURLWithPath: cache)) == Data("precious".utf8))
+        }
+    }
+
+    @Test("--help describes every subcommand")
+    func help() async throws {
+        let result = try await bookcache(["--help"])
+        #expect(result.status == 0)
+        for name in ["download", "list", "path", "delete", "clear", "stats"] {
+            #expect(result.stdout.contains(name))
+        }
+    }
+}
