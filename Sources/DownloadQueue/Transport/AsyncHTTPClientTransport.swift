@@ -164,13 +164,22 @@ extension DownloadError {
                 return DownloadError(kind: .transport, url: url, underlying: error)
             }
         }
-        if error is NIOConnectionError || error is SocketAddressError {
-            return DownloadError(kind: .connectionFailed, url: url, underlying: error)
+        if let error = error as? NIOConnectionError {
+            let causes = error.connectionErrors.map { failure in
+                (failure.error as? IOError).map { String(cString: strerror($0.errnoCode)) } ?? "\(failure.error)"
+            }
+            let resolvedNothing = error.dnsAError != nil || error.dnsAAAAError != nil
+            let detail = causes.isEmpty ? (resolvedNothing ? "the host name could not be resolved" : "no address could be reached") : Array(Set(causes)).sorted().joined(separator: ", ").lowercased()
+            return DownloadError(kind: .connectionFailed, url: url, underlying: error, detail: detail)
+        }
+        if error is SocketAddressError {
+            return DownloadError(kind: .connectionFailed, url: url, underlying: error, detail: "the host name could not be resolved")
         }
         if let ioError = error as? IOError,
             [ECONNREFUSED, ENETUNREACH, EHOSTUNREACH, ETIMEDOUT].contains(ioError.errnoCode)
         {
-            return DownloadError(kind: .connectionFailed, url: url, underlying: error)
+            return DownloadError(
+                kind: .connectionFailed, url: url, underlying: error, detail: String(cString: strerror(ioError.errnoCode)).lowercased())
         }
         if error is HTTPParserError {
             return DownloadError(kind: .bodyCutShort, url: url, underlying: error, detail: "the response ended early or was malformed")
