@@ -51,6 +51,8 @@ public struct DownloadError: Error, Sendable, CustomStringConvertible {
     public var underlying: (any Error)?
     /// A short extra explanation.
     public var detail: String?
+    /// How many attempts were made before giving up (1 when there was no retry).
+    public var attempts: Int = 1
 
     /// Creates an error.
     /// - Parameters:
@@ -84,7 +86,7 @@ public struct DownloadError: Error, Sendable, CustomStringConvertible {
     /// or cancellation.
     public var isRetryable: Bool {
         switch kind {
-        case .connectionFailed, .timedOut, .bodyCutShort, .transport:
+        case .connectionFailed, .timedOut, .bodyCutShort, .transport, .invalidResponse:
             return true
         case .httpStatus:
             guard let status = statusCode else { return false }
@@ -129,6 +131,9 @@ public struct DownloadError: Error, Sendable, CustomStringConvertible {
         if let detail { text += ": \(detail)" }
         if let underlying, kind != .cancelled, detail == nil {
             text += " (\(underlying))"
+        }
+        if attempts > 1 {
+            text += " (gave up after \(attempts) attempts)"
         }
         return text
     }

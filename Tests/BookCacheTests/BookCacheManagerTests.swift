@@ -13,11 +13,14 @@ final class ManualClock: Sendable {
     func advance(by seconds: TimeInterval) { current.withLock { $0 += seconds } }
 }
 
-func makeManager(_ dir: TemporaryDirectory, clock: ManualClock? = nil, reserve: Int64 = 0) -> BookCacheManager {
+func makeManager(
+    _ dir: TemporaryDirectory, clock: ManualClock? = nil, reserve: Int64 = 0, retryPolicy: RetryPolicy = .none
+) -> BookCacheManager {
     let configuration = BookCacheConfiguration(
         rootDirectory: dir.path("cache"),
         storageReserveBytes: reserve,
-        now: { clock?.now ?? Date() }
+        now: { clock?.now ?? Date() },
+        retryPolicy: retryPolicy
     )
     return BookCacheManager(configuration: configuration)
 }

@@ -1,3 +1,4 @@
+import DownloadQueue
 import Foundation
 
 /// How a ``BookCacheManager`` is set up.
@@ -14,6 +15,10 @@ public struct BookCacheConfiguration: Sendable {
     public var validationLimits: ValidationLimits
     /// The clock used for download and access times; injectable so LRU tests never sleep.
     public var now: @Sendable () -> Date
+    /// How failed downloads are retried.
+    public var retryPolicy: RetryPolicy
+    /// Time and sleep for retry backoff; injectable so retry tests never sleep.
+    public var downloadClock: any DownloadClock
 
     /// Creates a configuration.
     /// - Parameters:
@@ -23,13 +28,17 @@ public struct BookCacheConfiguration: Sendable {
     ///   - maxBookBytes: 16 GiB by default.
     ///   - validationLimits: Bounds for EPUB validation.
     ///   - now: The clock; the system clock by default.
+    ///   - retryPolicy: 3 retries with exponential backoff by default.
+    ///   - downloadClock: The clock for backoff; the system clock by default.
     public init(
         rootDirectory: URL,
         maxConcurrentDownloads: Int = 4,
         storageReserveBytes: Int64 = 100_000_000,
         maxBookBytes: Int64 = 16 << 30,
         validationLimits: ValidationLimits = ValidationLimits(),
-        now: @escaping @Sendable () -> Date = { Date() }
+        now: @escaping @Sendable () -> Date = { Date() },
+        retryPolicy: RetryPolicy = RetryPolicy(),
+        downloadClock: any DownloadClock = SystemDownloadClock()
     ) {
         self.rootDirectory = rootDirectory
         self.maxConcurrentDownloads = maxConcurrentDownloads
@@ -37,5 +46,7 @@ public struct BookCacheConfiguration: Sendable {
         self.maxBookBytes = maxBookBytes
         self.validationLimits = validationLimits
         self.now = now
+        self.retryPolicy = retryPolicy
+        self.downloadClock = downloadClock
     }
 }

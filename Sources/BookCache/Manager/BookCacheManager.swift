@@ -50,7 +50,9 @@ public actor BookCacheManager {
         self.configuration = configuration
         self.logger = logger
         self.store = IndexStore(layout: layout, logger: logger)
-        self.queue = DownloadQueue(maxConcurrent: configuration.maxConcurrentDownloads, transport: transport, logger: logger)
+        self.queue = DownloadQueue(
+            maxConcurrent: configuration.maxConcurrentDownloads, retryPolicy: configuration.retryPolicy,
+            transport: transport, clock: configuration.downloadClock, logger: logger)
     }
 
     // MARK: - Reading
@@ -173,7 +175,7 @@ public actor BookCacheManager {
         return removed.sorted()
     }
 
-    /// Cancels a running download of a book; its partial file is removed.
+    /// Cancels a running download of a book; its partial file is kept so a later download resumes it.
     /// - Parameter id: The book.
     public func cancelDownload(_ id: BookID) {
         inFlight[id]?.task.cancel()
@@ -196,7 +198,29 @@ public actor BookCacheManager {
     ///   `fileCorrupted`, `checksumMismatch`, `cacheDirectoryUnusable` or `cancelled`.
     public func download(
         _ request: BookDownloadRequest,
-        onProgress: @escaping @Sendable (DownloadProgress) -> Void = { _ in }
+        onProgress: @escaping @Sendable (DownloadProgress) -> Void
+    ) async throws(BookCacheError) -> BookDownloadResult {
+        try await download(request) { event in
+            if case .progress(_, let progress) = event { onProgress(progress) }
+        }
+    }
+
+    /// Downloads a book into the cache, reporting every queue event: queued, started (with the
+    /// attempt number), progress, retrying (with the delay and reason), finished.
+    ///
+    /// Failed attempts are retried by the configuration's ``RetryPolicy``, resuming the partial
+    /// file with `Range`/`If-Range`. A partial file left by a failed or cancelled download (or a
+    /// killed process) is resumed by the next download of the same book. Another process
+    /// downloading the same book is waited for, and its result is reported as already cached.
+    ///
+    /// - Parameters:
+    ///   - request: What to download.
+    ///   - onEvent: Called with each event of the download (for the call that started it).
+    /// - Returns: The record and file, and whether it was already cached.
+    /// - Throws: ``BookCacheError`` as ``download(_:onProgress:)``.
+    public func download(
+        _ request: BookDownloadRequest,
+        onEvent: @escaping @Sendable (DownloadEvent) -> Void = { _ in }
     ) async throws(BookCacheError) -> BookDownloadResult {
         let id = request.id
         if let flight = inFlight[id] {
@@ -210,9 +234,9 @@ public actor BookCacheManager {
         let context = DownloadContext(
             layout: layout, store: store, queue: queue, configuration: configuration, logger: logger)
         let task = Task {
-            try await context.run(request) { value in
-                progress.value = value
-                onProgress(value)
+            try await context.run(request) { event in
+                if case .progress(_, let value) = event { progress.value = value }
+                onEvent(event)
             }
         }
         inFlight[id] = InFlight(task: task, progress: progress)

@@ -3,7 +3,8 @@ import Foundation
 import Logging
 
 /// The steps of one book download, run off the manager's actor so it stays responsive:
-/// stream into `partial/` while hashing, validate, then publish under the index lock.
+/// take the book's lock, stream into `partial/` while hashing (resuming what an earlier attempt
+/// left), validate, then publish under the index lock.
 struct DownloadContext: Sendable {
     let layout: CacheLayout
     let store: IndexStore
@@ -13,37 +14,53 @@ struct DownloadContext: Sendable {
 
     func run(
         _ request: BookDownloadRequest,
-        onProgress: @escaping @Sendable (DownloadProgress) -> Void
+        onEvent: @escaping @Sendable (DownloadEvent) -> Void
     ) async throws(BookCacheError) -> BookDownloadResult {
         let id = request.id
-        let partial = layout.newPartialFile(for: id)
+        let lock: BookLock
+        do {
+            lock = try await BookLock.acquire(at: layout.bookLockFile(for: id))
+        } catch is CancellationError {
+            throw .cancelled(id)
+        } catch {
+            throw .cacheDirectoryUnusable(layout.root.path, "cannot lock \(id) (\(error))")
+        }
+        defer { lock.release() }
+
+        // Another process may have cached the book while this one waited for the lock.
+        if let record = try store.read()[id], FileSystem.fileSize(layout.url(forRelativePath: record.localPath)) == record.fileSize {
+            return BookDownloadResult(metadata: record, fileURL: layout.url(forRelativePath: record.localPath), wasAlreadyCached: true)
+        }
+
+        let partial = layout.partialFile(for: id)
         let root = layout.root
         let reserve = configuration.storageReserveBytes
         let file: DownloadedFile
         do {
-            file = try await queue.download(
-                from: request.url,
-                to: partial.path,
+            let job = DownloadRequest(
+                url: request.url,
+                destination: partial.path,
                 priority: request.priority,
                 maxBytes: configuration.maxBookBytes,
+                resume: true,
                 checkHead: { head in
-                    guard let length = head.expectedLength else { return }
+                    guard let length = head.remainingLength ?? head.expectedLength else { return }
                     let available = try FileSystem.availableBytes(at: root)
                     let (needed, overflow) = length.addingReportingOverflow(reserve)
                     if overflow || available < needed {
                         throw BookCacheError.insufficientStorage(needed: overflow ? .max : needed, available: available, path: root.path)
                     }
-                },
-                onProgress: onProgress
+                }
             )
+            file = try await queue.download(job, onEvent: onEvent)
         } catch {
             throw Self.translate(error, id: id)
         }
 
-        // From here on the partial file exists; it is removed on every failure path.
+        // The file is whole; from here on it is either published or removed.
         var published = false
         defer {
-            if !published { try? FileSystem.removeFile(partial) }
+            if !published { FileDownloader.discard(partial.path) }
         }
         let format: BookFormat
         do {
@@ -76,7 +93,7 @@ struct DownloadContext: Sendable {
         try publish(record, from: partial)
         published = true
         logger.info(
-            "cached", metadata: ["id": "\(id)", "bytes": "\(file.byteCount)", "sha256": "\(file.sha256)"])
+            "cached", metadata: ["id": "\(id)", "bytes": "\(file.byteCount)", "sha256": "\(file.sha256)", "resumedFrom": "\(file.resumedFrom)"])
         return BookDownloadResult(metadata: record, fileURL: layout.url(forRelativePath: relativePath), wasAlreadyCached: false)
     }
 

@@ -8,7 +8,9 @@ import Foundation
 /// ROOT/ebooks/123.epub      a cached book
 /// ROOT/ebooks/123.meta.json its sidecar: the same record as in the index
 /// ROOT/magazines/…          the same for magazines
-/// ROOT/partial/             downloads in progress (same filesystem, so a rename is atomic)
+/// ROOT/partial/ID.part      a download in progress (same filesystem, so the final rename is atomic)
+/// ROOT/partial/ID.part.resume  its URL and validator, for resuming with Range/If-Range
+/// ROOT/partial/ID.lock      held by the process fetching the book
 /// ```
 public struct CacheLayout: Sendable, Hashable {
     /// The cache root.
@@ -50,10 +52,15 @@ public struct CacheLayout: Sendable, Hashable {
         root.appendingPathComponent(path)
     }
 
-    /// A fresh, unique partial-file path for one download attempt of `id`.
-    func newPartialFile(for id: BookID) -> URL {
-        let unique = UUID().uuidString.prefix(8).lowercased()
-        return partialFolder.appendingPathComponent("\(id)-\(getpid())-\(unique).part")
+    /// The partial file of a download of `id`; stable, so a later process can resume it.
+    /// Its resume record is beside it (`.part.resume`).
+    public func partialFile(for id: BookID) -> URL {
+        partialFolder.appendingPathComponent("\(id).part")
+    }
+
+    /// The per-book lock file that makes one process fetch a book while others wait.
+    func bookLockFile(for id: BookID) -> URL {
+        partialFolder.appendingPathComponent("\(id).lock")
     }
 
     /// Resolves the cache root: an explicit directory, else `$BOOKCACHE_DIR`, else

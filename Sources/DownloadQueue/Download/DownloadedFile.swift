@@ -16,4 +16,6 @@ public struct DownloadedFile: Sendable, Hashable {
     public var contentType: String?
     /// The URL that answered, after redirects, with credentials removed.
     public var finalURL: String
+    /// Where the last attempt resumed an earlier partial file (0 when it started afresh).
+    public var resumedFrom: Int64
 }

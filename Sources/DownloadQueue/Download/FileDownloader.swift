@@ -9,10 +9,19 @@ import NIOCore
     import Darwin
 #endif
 
-/// Streams one HTTP response body into a file, hashing it with SHA-256 on the way.
+/// Streams one HTTP response body into a file, hashing it with SHA-256 on the way, and resumes
+/// an interrupted one.
 ///
-/// One call is one attempt: no retries. The file is created (or truncated) at the destination
-/// path; on failure it is removed, so a failed attempt leaves nothing behind.
+/// One call is one attempt: no retries. With `resume` on, a partial file and the validator kept
+/// beside it (`FILE.resume`) let the next attempt send `Range: bytes=N-` with `If-Range`:
+/// - `206` whose `Content-Range` starts at N: the body is appended, and the SHA-256 covers the
+///   whole file (the prefix is re-hashed from disk).
+/// - `200` (the server ignored the range, or the validator changed): the file starts over.
+/// - `416`: the partial is dropped and the file is requested whole.
+/// - a `206` for another range: the partial is dropped and the attempt fails as retryable.
+///
+/// When an attempt fails, the partial is kept if it can be resumed (retryable failure or
+/// cancellation, with a validator); otherwise it is removed.
 public struct FileDownloader: Sendable {
     /// The transport that sends requests.
     public let transport: any HTTPTransport
@@ -31,88 +40,195 @@ public struct FileDownloader: Sendable {
     ///
     /// - Parameters:
     ///   - url: An absolute `http` or `https` URL.
-    ///   - destination: The file to create or overwrite; its folder must exist.
+    ///   - destination: The file to create, resume or overwrite; its folder must exist.
     ///   - maxBytes: Refuse bodies larger than this many bytes, announced or actual.
+    ///   - resume: Continue a partial file left by an earlier attempt, and keep this one's
+    ///     partial file when it fails in a way a later attempt can resume.
     ///   - checkHead: Called with the response head before any byte is written; throw to refuse.
     ///   - onProgress: Called as bytes arrive.
     /// - Returns: The file's size, SHA-256 and the server's validators.
-    /// - Throws: ``DownloadError`` for every failure; the destination is removed first.
+    /// - Throws: ``DownloadError`` for every failure.
     public func download(
         from url: URL,
         to destination: String,
         maxBytes: Int64 = .max,
+        resume: Bool = false,
         checkHead: @Sendable (ResponseHead) throws -> Void = { _ in },
         onProgress: @Sendable (DownloadProgress) -> Void = { _ in }
     ) async throws -> DownloadedFile {
         guard let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https", url.host != nil else {
             throw DownloadError(kind: .invalidURL, url: url, detail: "only absolute http and https URLs can be downloaded")
         }
-        let response = try await transport.send(TransportRequest(url: url))
+        var offset: Int64 = 0
+        var headers: [(name: String, value: String)] = []
+        if resume, let record = ResumeRecord.load(for: destination), record.url == url.absoluteString,
+            let size = Self.fileSize(destination), size > 0
+        {
+            offset = size
+            headers = [("Range", "bytes=\(size)-"), ("If-Range", record.validator)]
+        } else {
+            Self.discard(destination)
+        }
+
+        var response = try await transport.send(TransportRequest(url: url, headers: headers))
+        if response.statusCode == 416 && offset > 0 {
+            // The partial no longer fits the file on the server: start over, whole.
+            logger.debug("range not satisfiable; starting over", metadata: ["url": "\(URLRedaction.redacted(url))"])
+            Self.discard(destination)
+            offset = 0
+            response = try await transport.send(TransportRequest(url: url))
+        }
         let finalURL = response.finalURL
-        guard response.statusCode == 200 else {
+        let expectedBody: Int64?
+        switch response.statusCode {
+        case 200:
+            offset = 0
+            expectedBody = response.contentLength
+        case 206 where offset > 0:
+            guard let range = response.header("Content-Range").flatMap(ContentRange.init), range.start == offset,
+                response.contentLength.map({ $0 == range.end - range.start + 1 }) ?? true
+            else {
+                Self.discard(destination)
+                throw DownloadError(
+                    kind: .invalidResponse, url: finalURL,
+                    detail: "the server answered a request for bytes \(offset)- with Content-Range \(response.header("Content-Range") ?? "(none)"); starting over")
+            }
+            expectedBody = range.end - range.start + 1
+        default:
             throw DownloadError(
-                kind: .httpStatus,
+                kind: response.statusCode == 206 ? .invalidResponse : .httpStatus,
                 url: finalURL,
                 statusCode: response.statusCode,
-                retryAfter: response.header("Retry-After").flatMap { RetryAfter.parse($0) }
+                retryAfter: response.header("Retry-After").flatMap { RetryAfter.parse($0) },
+                detail: response.statusCode == 206 ? "partial content that was not asked for" : nil
             )
         }
-        let expected = response.contentLength
-        if let expected, expected > maxBytes {
+        let expectedTotal = expectedBody.map { $0 + offset }
+        if let expectedTotal, expectedTotal > maxBytes {
+            Self.discard(destination)
             throw DownloadError(
                 kind: .bodyTooLong, url: finalURL,
-                detail: "the server announced \(expected) bytes, more than the limit of \(maxBytes)")
+                detail: "the server announced \(expectedTotal) bytes, more than the limit of \(maxBytes)")
         }
         do {
-            try checkHead(ResponseHead(statusCode: 200, expectedLength: expected, contentType: response.header("Content-Type")))
+            try checkHead(
+                ResponseHead(
+                    statusCode: response.statusCode, expectedLength: expectedTotal, remainingLength: expectedBody,
+                    contentType: response.header("Content-Type")))
         } catch {
             throw DownloadError(kind: .refused, url: finalURL, underlying: error, detail: "\(error)")
         }
 
-        let file = try OutputFile(path: destination, url: finalURL)
+        let etag = response.header("ETag")
+        let lastModified = response.header("Last-Modified")
+        let validator = ResumeRecord.validator(etag: etag, lastModified: lastModified)
+        let resumable = resume && validator != nil
+        var received = offset
         var hasher = SHA256()
-        var received: Int64 = 0
+        let file: OutputFile
         do {
-            onProgress(DownloadProgress(receivedBytes: 0, totalBytes: expected))
+            file = try OutputFile(path: destination, url: finalURL, append: offset > 0)
+            if offset > 0 {
+                try Self.hashPrefix(of: destination, length: offset, into: &hasher, url: finalURL)
+            }
+            if resumable, let validator {
+                try ResumeRecord(url: url.absoluteString, validator: validator, totalLength: expectedTotal).save(for: destination)
+            } else {
+                ResumeRecord.remove(for: destination)
+            }
+        } catch {
+            Self.discard(destination)
+            throw DownloadError.classifying(error, url: finalURL)
+        }
+        do {
+            onProgress(DownloadProgress(receivedBytes: received, totalBytes: expectedTotal))
             for try await buffer in response.body {
                 try Task.checkCancellation()
                 received += Int64(buffer.readableBytes)
-                if received > maxBytes || (expected.map { received > $0 } ?? false) {
+                if received > maxBytes || (expectedTotal.map { received > $0 } ?? false) {
                     throw DownloadError(
                         kind: .bodyTooLong, url: finalURL,
-                        detail: "received more than \(expected ?? maxBytes) bytes")
+                        detail: "received more than the \(expectedTotal ?? maxBytes) bytes announced")
                 }
                 try buffer.withUnsafeReadableBytes { bytes in
                     hasher.update(bufferPointer: bytes)
                     try file.write(bytes)
                 }
-                onProgress(DownloadProgress(receivedBytes: received, totalBytes: expected))
+                onProgress(DownloadProgress(receivedBytes: received, totalBytes: expectedTotal))
             }
             try Task.checkCancellation()
-            if let expected, received != expected {
+            if let expectedTotal, received != expectedTotal {
                 throw DownloadError(
                     kind: .bodyCutShort, url: finalURL,
-                    detail: "received \(received) of \(expected) bytes")
+                    detail: "received \(received) of \(expectedTotal) bytes")
             }
             try file.syncAndClose()
         } catch {
-            file.discard()
-            throw DownloadError.classifying(error, url: finalURL)
+            let failure = DownloadError.classifying(error, url: finalURL)
+            file.close()
+            if resumable && (failure.isRetryable || failure.kind == .cancelled) && failure.kind != .bodyTooLong {
+                logger.debug("keeping the partial file for resume", metadata: ["bytes": "\(received)", "path": "\(destination)"])
+            } else {
+                Self.discard(destination)
+            }
+            throw failure
         }
-        let digest = hasher.finalize().map { byte in
-            let hex = String(byte, radix: 16)
-            return byte < 16 ? "0" + hex : hex
-        }.joined()
-        logger.debug("downloaded", metadata: ["url": "\(URLRedaction.redacted(finalURL))", "bytes": "\(received)"])
+        ResumeRecord.remove(for: destination)
+        logger.debug(
+            "downloaded",
+            metadata: ["url": "\(URLRedaction.redacted(finalURL))", "bytes": "\(received)", "resumedAt": "\(offset)"])
         return DownloadedFile(
             path: destination,
             byteCount: received,
-            sha256: digest,
-            etag: response.header("ETag"),
-            lastModified: response.header("Last-Modified"),
+            sha256: Self.hex(hasher.finalize()),
+            etag: etag,
+            lastModified: lastModified,
             contentType: response.header("Content-Type"),
-            finalURL: URLRedaction.redacted(finalURL)
+            finalURL: URLRedaction.redacted(finalURL),
+            resumedFrom: offset
         )
+    }
+
+    /// Removes a partial file and its resume record.
+    public static func discard(_ destination: String) {
+        unlink(destination)
+        ResumeRecord.remove(for: destination)
+    }
+
+    static func fileSize(_ path: String) -> Int64? {
+        var info = stat()
+        guard stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return nil }
+        return Int64(info.st_size)
+    }
+
+    private static func hashPrefix(of path: String, length: Int64, into hasher: inout SHA256, url: URL) throws {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw DownloadError(kind: .fileSystem, url: url, errnoCode: errno, detail: "reading \(path)") }
+        defer { close(fd) }
+        let chunk = 1 << 20
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 16)
+        defer { buffer.deallocate() }
+        var remaining = length
+        while remaining > 0 {
+            let n = read(fd, buffer.baseAddress, Int(min(Int64(chunk), remaining)))
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else {
+                throw DownloadError(kind: .fileSystem, url: url, errnoCode: n < 0 ? errno : EIO, detail: "the partial file \(path) is shorter than expected")
+            }
+            hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
+            remaining -= Int64(n)
+        }
+    }
+
+    static func hex<D: Sequence>(_ digest: D) -> String where D.Element == UInt8 {
+        let digits = Array("0123456789abcdef".utf8)
+        var out = [UInt8]()
+        out.reserveCapacity(64)
+        for byte in digest {
+            out.append(digits[Int(byte >> 4)])
+            out.append(digits[Int(byte & 0x0F)])
+        }
+        return String(decoding: out, as: UTF8.self)
     }
 }
 
@@ -123,12 +239,14 @@ final class OutputFile: @unchecked Sendable {
     private let path: String
     private let url: URL
 
-    init(path: String, url: URL) throws {
+    init(path: String, url: URL, append: Bool) throws {
         self.path = path
         self.url = url
-        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        let flags = O_WRONLY | O_CREAT | O_CLOEXEC | (append ? O_APPEND : O_TRUNC)
+        let fd = open(path, flags, 0o644)
         guard fd >= 0 else {
-            throw DownloadError(kind: .fileSystem, url: url, errnoCode: errno, detail: "cannot create \(path): \(String(cString: strerror(errno)))")
+            let code = errno
+            throw DownloadError(kind: .fileSystem, url: url, errnoCode: code, detail: "cannot create \(path): \(String(cString: strerror(code)))")
         }
         self.fd = fd
     }
@@ -136,7 +254,7 @@ final class OutputFile: @unchecked Sendable {
     func write(_ bytes: UnsafeRawBufferPointer) throws {
         var offset = 0
         while offset < bytes.count {
-            let written = Glibc_write(fd, bytes.baseAddress! + offset, bytes.count - offset)
+            let written = systemWrite(fd, bytes.baseAddress! + offset, bytes.count - offset)
             if written < 0 {
                 if errno == EINTR { continue }
                 let code = errno
@@ -151,7 +269,7 @@ final class OutputFile: @unchecked Sendable {
             let code = errno
             throw DownloadError(kind: .fileSystem, url: url, errnoCode: code, detail: "flushing \(path): \(String(cString: strerror(code)))")
         }
-        let result = close(fd)
+        let result = systemClose(fd)
         fd = -1
         if result != 0 {
             let code = errno
@@ -159,25 +277,32 @@ final class OutputFile: @unchecked Sendable {
         }
     }
 
-    /// Closes and removes the file after a failed attempt.
-    func discard() {
+    func close() {
         if fd >= 0 {
-            close(fd)
+            _ = systemClose(fd)
             fd = -1
         }
-        unlink(path)
     }
 
     deinit {
-        if fd >= 0 { close(fd) }
+        close()
     }
 }
 
 @inline(__always)
-private func Glibc_write(_ fd: Int32, _ buffer: UnsafeRawPointer, _ count: Int) -> Int {
+private func systemWrite(_ fd: Int32, _ buffer: UnsafeRawPointer, _ count: Int) -> Int {
     #if canImport(Glibc)
         return Glibc.write(fd, buffer, count)
     #else
         return Darwin.write(fd, buffer, count)
+    #endif
+}
+
+@inline(__always)
+private func systemClose(_ fd: Int32) -> Int32 {
+    #if canImport(Glibc)
+        return Glibc.close(fd)
+    #else
+        return Darwin.close(fd)
     #endif
 }

@@ -7,6 +7,8 @@ public struct ResponseHead: Sendable {
     public var statusCode: Int
     /// The full size of the file when the server announced it.
     public var expectedLength: Int64?
+    /// The bytes still to come (less than ``expectedLength`` when resuming), if announced.
+    public var remainingLength: Int64?
     /// The `Content-Type`, if any.
     public var contentType: String?
 }

@@ -1,111 +1,322 @@
 import Foundation
 import Logging
+import Synchronization
 
-/// Runs downloads with bounded concurrency and priorities.
+/// Runs downloads with bounded concurrency, priorities, retries and resume.
 ///
-/// At most ``maxConcurrent`` downloads run at once. Waiting jobs start highest priority first,
-/// first-in-first-out within a priority. Cancelling the task that awaits a job cancels the job,
-/// whether it is still waiting or already running.
+/// - At most ``maxConcurrent`` downloads run at once. Waiting jobs start highest priority
+///   first, first-in-first-out within a priority.
+/// - A failed attempt is retried by the ``RetryPolicy`` (exponential backoff with jitter, a
+///   cap, `Retry-After`). Between attempts a job gives up its slot, so other jobs go on.
+/// - A 429 or 503 with `Retry-After` holds back every job for that host until then.
+/// - With ``DownloadRequest/resume`` on, a retry continues the partial file with `Range`.
+/// - Events for each job and for the whole queue arrive as `AsyncStream`s.
 ///
 /// ```swift
-/// let queue = DownloadQueue(maxConcurrent: 4, transport: AsyncHTTPClientTransport.shared, logger: logger)
-/// let file = try await queue.download(from: url, to: "/tmp/book.part", priority: .high)
-/// print(file.sha256)
+/// let queue = DownloadQueue(maxConcurrent: 8, transport: AsyncHTTPClientTransport.shared, logger: logger)
+/// let handle = await queue.enqueue(DownloadRequest(url: url, destination: "/tmp/book.part"))
+/// for await event in handle.events {
+///     if case .progress(_, let progress) = event { print(progress.receivedBytes) }
+/// }
+/// let file = try await handle.result()
 /// ```
 public actor DownloadQueue {
     /// The most downloads that run at once.
     public let maxConcurrent: Int
+    /// How failed attempts are retried.
+    public let retryPolicy: RetryPolicy
     private let downloader: FileDownloader
+    private let clock: any DownloadClock
+    private let random: @Sendable () -> Double
+    private let logger: Logger
+
+    private var nextID: UInt64 = 0
     private var running = 0
+    /// Jobs waiting for a slot, in start order: by priority, then by sequence.
     private var waiting: [Waiter] = []
-    private var nextTicket: UInt64 = 0
+    /// Jobs given a slot before they asked for it.
+    private var granted: Set<DownloadJobID> = []
+    private var hostHolds: [String: Duration] = [:]
+    private var holdTimerArmed: Set<String> = []
+    private let subscribers = SubscriberList()
 
     private struct Waiter {
-        let ticket: UInt64
+        let id: DownloadJobID
         let priority: DownloadPriority
-        let continuation: CheckedContinuation<Void, any Error>
+        let sequence: UInt64
+        let host: String
+        var continuation: CheckedContinuation<Void, any Error>?
     }
 
     /// Creates a queue.
     /// - Parameters:
-    ///   - maxConcurrent: The most downloads at once; at least 1.
+    ///   - maxConcurrent: The most downloads at once; at least 1. 4 by default.
+    ///   - retryPolicy: How failures are retried.
     ///   - transport: The HTTP stack.
+    ///   - clock: Time and sleep for backoff; inject a manual clock in tests.
+    ///   - random: Numbers in `0..<1` for the jitter.
     ///   - logger: Where to log.
-    public init(maxConcurrent: Int = 4, transport: any HTTPTransport, logger: Logger) {
+    public init(
+        maxConcurrent: Int = 4,
+        retryPolicy: RetryPolicy = RetryPolicy(),
+        transport: any HTTPTransport,
+        clock: any DownloadClock = SystemDownloadClock(),
+        random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) },
+        logger: Logger
+    ) {
         self.maxConcurrent = max(1, maxConcurrent)
+        self.retryPolicy = retryPolicy
         self.downloader = FileDownloader(transport: transport, logger: logger)
+        self.clock = clock
+        self.random = random
+        self.logger = logger
     }
 
     /// How many downloads are running now.
     public var activeCount: Int { running }
 
-    /// How many jobs wait for a free slot.
+    /// How many jobs wait for a slot.
     public var waitingCount: Int { waiting.count }
 
-    /// Waits for a slot, then downloads `url` into `destination`.
-    ///
-    /// - Parameters:
-    ///   - url: An absolute `http` or `https` URL.
-    ///   - destination: The file to write; removed again if the download fails.
-    ///   - priority: Where the job goes in the line.
-    ///   - maxBytes: Refuse bodies larger than this.
-    ///   - checkHead: Called with the response head before the body is written; throw to refuse.
-    ///   - onProgress: Called as bytes arrive.
-    /// - Returns: What was downloaded, with its SHA-256.
-    /// - Throws: ``DownloadError``; ``DownloadError/Kind/cancelled`` if the task was cancelled.
-    public func download(
-        from url: URL,
-        to destination: String,
-        priority: DownloadPriority = .normal,
-        maxBytes: Int64 = .max,
-        checkHead: @escaping @Sendable (ResponseHead) throws -> Void = { _ in },
-        onProgress: @escaping @Sendable (DownloadProgress) -> Void = { _ in }
-    ) async throws -> DownloadedFile {
-        do {
-            try await acquireSlot(priority: priority)
-        } catch {
-            throw DownloadError(kind: .cancelled, url: url)
+    /// A stream of every job's events, from now on. Each call makes a new subscriber.
+    public func events() -> AsyncStream<DownloadEvent> {
+        let (stream, continuation) = AsyncStream<DownloadEvent>.makeStream(bufferingPolicy: .bufferingNewest(4096))
+        let key = UUID()
+        subscribers.add(continuation, key: key)
+        continuation.onTermination = { [subscribers] _ in
+            subscribers.remove(key)
         }
-        defer { releaseSlot() }
-        return try await downloader.download(
-            from: url, to: destination, maxBytes: maxBytes, checkHead: checkHead, onProgress: onProgress)
+        return stream
     }
 
-    private func acquireSlot(priority: DownloadPriority) async throws {
-        try Task.checkCancellation()
-        if running < maxConcurrent && waiting.isEmpty {
-            running += 1
-            return
+    /// Adds a job. It is in the line when this returns, so jobs enqueued one after another
+    /// start in that order (within a priority).
+    /// - Parameter request: What to fetch and where.
+    /// - Returns: The job's handle: events, result, cancel.
+    public func enqueue(_ request: DownloadRequest) -> DownloadHandle {
+        nextID += 1
+        let id = DownloadJobID(value: nextID)
+        let (stream, continuation) = AsyncStream<DownloadEvent>.makeStream(bufferingPolicy: .bufferingNewest(1024))
+        insertWaiter(Waiter(id: id, priority: request.priority, sequence: id.value, host: Self.hostKey(request.url)))
+        let task = Task {
+            try await self.run(id: id, request: request, events: continuation)
         }
-        let ticket = nextTicket
-        nextTicket += 1
+        emit(.queued(id), to: continuation)
+        schedule()
+        return DownloadHandle(id: id, events: stream, task: task)
+    }
+
+    /// Enqueues a job and waits for its result.
+    /// - Parameters:
+    ///   - request: What to fetch and where.
+    ///   - onEvent: Called with each of the job's events.
+    /// - Returns: The downloaded file.
+    /// - Throws: ``DownloadError``; cancelling the calling task cancels the job.
+    public func download(
+        _ request: DownloadRequest,
+        onEvent: @escaping @Sendable (DownloadEvent) -> Void = { _ in }
+    ) async throws(DownloadError) -> DownloadedFile {
+        let handle = enqueue(request)
+        let forward = Task {
+            for await event in handle.events { onEvent(event) }
+        }
+        defer { forward.cancel() }
+        let result: DownloadedFile
+        do {
+            result = try await withTaskCancellationHandler {
+                try await handle.result()
+            } onCancel: {
+                handle.cancel()
+            }
+        } catch let error as DownloadError {
+            await forward.value
+            throw error
+        } catch {
+            throw DownloadError(kind: .cancelled, url: request.url)
+        }
+        await forward.value
+        return result
+    }
+
+    // MARK: - Running a job
+
+    private func run(
+        id: DownloadJobID, request: DownloadRequest, events: AsyncStream<DownloadEvent>.Continuation
+    ) async throws -> DownloadedFile {
+        var retries = RetryStateMachine(policy: retryPolicy)
+        defer { events.finish() }
+        while true {
+            do {
+                try await waitForSlot(id)
+            } catch {
+                let failure = DownloadError(kind: .cancelled, url: request.url)
+                emit(.finished(id, .failure(failure)), to: events)
+                throw failure
+            }
+            retries.attemptStarted()
+            emit(.started(id, attempt: retries.attempts), to: events)
+            let outcome: Result<DownloadedFile, DownloadError>
+            do {
+                let file = try await downloader.download(
+                    from: request.url, to: request.destination, maxBytes: request.maxBytes, resume: request.resume,
+                    checkHead: request.checkHead,
+                    onProgress: { [weak self] progress in
+                        self?.emit(.progress(id, progress), to: events)
+                    })
+                outcome = .success(file)
+            } catch {
+                outcome = .failure(DownloadError.classifying(error, url: request.url))
+            }
+            releaseSlot()
+            switch outcome {
+            case .success(let file):
+                emit(.finished(id, .success(file)), to: events)
+                return file
+            case .failure(var error):
+                error.attempts = retries.attempts
+                let action = Task.isCancelled ? .fail : retries.next(after: error, random: random())
+                guard case .retry(let delay, let holdHost) = action else {
+                    if Task.isCancelled && error.kind != .cancelled {
+                        error = DownloadError(kind: .cancelled, url: request.url, underlying: error)
+                        error.attempts = retries.attempts
+                    }
+                    if !request.resume || (!error.isRetryable && error.kind != .cancelled) {
+                        FileDownloader.discard(request.destination)
+                    }
+                    emit(.finished(id, .failure(error)), to: events)
+                    throw error
+                }
+                let host = Self.hostKey(request.url)
+                if holdHost { hold(host, for: delay) }
+                logger.info(
+                    "retrying", metadata: ["url": "\(error.url)", "attempt": "\(retries.attempts)", "delay": "\(delay)", "reason": "\(error)"])
+                emit(.retrying(id, attempt: retries.attempts, delay: delay, reason: error), to: events)
+                do {
+                    try await clock.sleep(for: delay)
+                } catch {
+                    var cancelled = DownloadError(kind: .cancelled, url: request.url)
+                    cancelled.attempts = retries.attempts
+                    emit(.finished(id, .failure(cancelled)), to: events)
+                    throw cancelled
+                }
+                insertWaiter(Waiter(id: id, priority: request.priority, sequence: id.value, host: host))
+                schedule()
+            }
+        }
+    }
+
+    // MARK: - Slots
+
+    private func insertWaiter(_ waiter: Waiter) {
+        let index = waiting.firstIndex { other in
+            other.priority < waiter.priority || (other.priority == waiter.priority && other.sequence > waiter.sequence)
+        } ?? waiting.endIndex
+        waiting.insert(waiter, at: index)
+    }
+
+    private func waitForSlot(_ id: DownloadJobID) async throws {
+        if granted.remove(id) != nil { return }
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                if Task.isCancelled {
+                if granted.remove(id) != nil {
+                    continuation.resume()
+                } else if Task.isCancelled {
+                    waiting.removeAll { $0.id == id }
                     continuation.resume(throwing: CancellationError())
-                    return
+                } else if let index = waiting.firstIndex(where: { $0.id == id }) {
+                    waiting[index].continuation = continuation
+                } else {
+                    continuation.resume(throwing: CancellationError())
                 }
-                // Behind every job of the same or higher priority, ahead of lower ones.
-                let index = waiting.firstIndex { $0.priority < priority } ?? waiting.endIndex
-                waiting.insert(Waiter(ticket: ticket, priority: priority, continuation: continuation), at: index)
             }
         } onCancel: {
-            Task { await self.cancelWaiter(ticket) }
+            Task { await self.cancelWaiter(id) }
         }
     }
 
-    private func cancelWaiter(_ ticket: UInt64) {
-        guard let index = waiting.firstIndex(where: { $0.ticket == ticket }) else { return }
+    private func cancelWaiter(_ id: DownloadJobID) {
+        guard let index = waiting.firstIndex(where: { $0.id == id }) else { return }
         let waiter = waiting.remove(at: index)
-        waiter.continuation.resume(throwing: CancellationError())
+        if let continuation = waiter.continuation {
+            continuation.resume(throwing: CancellationError())
+        }
     }
 
     private func releaseSlot() {
-        if waiting.isEmpty {
-            running -= 1
-        } else {
-            // Hand the slot straight to the next job; the running count stays the same.
-            waiting.removeFirst().continuation.resume()
+        running -= 1
+        schedule()
+    }
+
+    /// Starts waiting jobs while slots are free, skipping hosts that are held back.
+    private func schedule() {
+        let now = clock.now()
+        var index = 0
+        while running < maxConcurrent && index < waiting.count {
+            let waiter = waiting[index]
+            if let until = hostHolds[waiter.host], until > now {
+                armHoldTimer(for: waiter.host, until: until, now: now)
+                index += 1
+                continue
+            }
+            waiting.remove(at: index)
+            running += 1
+            if let continuation = waiter.continuation {
+                continuation.resume()
+            } else {
+                granted.insert(waiter.id)
+            }
+        }
+    }
+
+    private func hold(_ host: String, for delay: Duration) {
+        let until = clock.now() + delay
+        hostHolds[host] = max(hostHolds[host] ?? .zero, until)
+    }
+
+    private func armHoldTimer(for host: String, until: Duration, now: Duration) {
+        guard holdTimerArmed.insert(host).inserted else { return }
+        let clock = self.clock
+        Task {
+            try? await clock.sleep(for: until - now)
+            await self.holdExpired(host)
+        }
+    }
+
+    private func holdExpired(_ host: String) {
+        holdTimerArmed.remove(host)
+        if let until = hostHolds[host], until <= clock.now() { hostHolds[host] = nil }
+        schedule()
+    }
+
+    // MARK: - Events
+
+    /// Sends an event to the job's stream and every queue subscriber. Nonisolated, so progress
+    /// from the download's thread needs no hop to the actor.
+    private nonisolated func emit(_ event: DownloadEvent, to job: AsyncStream<DownloadEvent>.Continuation) {
+        job.yield(event)
+        subscribers.yield(event)
+    }
+
+    static func hostKey(_ url: URL) -> String {
+        "\(url.scheme?.lowercased() ?? "")://\(url.host?.lowercased() ?? ""):\(url.port ?? -1)"
+    }
+}
+
+/// The queue-wide event subscribers, usable from any thread.
+private final class SubscriberList: Sendable {
+    private let continuations = Mutex<[UUID: AsyncStream<DownloadEvent>.Continuation]>([:])
+
+    func add(_ continuation: AsyncStream<DownloadEvent>.Continuation, key: UUID) {
+        continuations.withLock { $0[key] = continuation }
+    }
+
+    func remove(_ key: UUID) {
+        _ = continuations.withLock { $0.removeValue(forKey: key) }
+    }
+
+    func yield(_ event: DownloadEvent) {
+        continuations.withLock { continuations in
+            for continuation in continuations.values { continuation.yield(event) }
         }
     }
 }

@@ -1,0 +1,98 @@
+import Foundation
+
+/// One file to fetch through a ``DownloadQueue``.
+public struct DownloadRequest: Sendable {
+    /// An absolute `http` or `https` URL.
+    public var url: URL
+    /// The file to write; it is removed again when the download fails for good.
+    public var destination: String
+    /// Where the job goes in the line.
+    public var priority: DownloadPriority
+    /// Refuse bodies larger than this many bytes.
+    public var maxBytes: Int64
+    /// Continue a partial file at `destination` left by an earlier attempt or process, and
+    /// keep this job's partial file when it fails in a resumable way.
+    public var resume: Bool
+    /// Called with the response head before the body is written; throw to refuse.
+    public var checkHead: @Sendable (ResponseHead) throws -> Void
+
+    /// Creates a request.
+    /// - Parameters:
+    ///   - url: The file's URL.
+    ///   - destination: Where to write it.
+    ///   - priority: `.normal` by default.
+    ///   - maxBytes: No limit by default.
+    ///   - resume: `true` by default.
+    ///   - checkHead: A check of the response head, such as free space.
+    public init(
+        url: URL,
+        destination: String,
+        priority: DownloadPriority = .normal,
+        maxBytes: Int64 = .max,
+        resume: Bool = true,
+        checkHead: @escaping @Sendable (ResponseHead) throws -> Void = { _ in }
+    ) {
+        self.url = url
+        self.destination = destination
+        self.priority = priority
+        self.maxBytes = maxBytes
+        self.resume = resume
+        self.checkHead = checkHead
+    }
+}
+
+/// Identifies a job in a ``DownloadQueue``.
+public struct DownloadJobID: Hashable, Sendable, CustomStringConvertible {
+    let value: UInt64
+    public var description: String { "job-\(value)" }
+}
+
+/// What happens to a job, in order: queued, then for each attempt started and progress, then
+/// retrying between attempts, and finally finished.
+public enum DownloadEvent: Sendable {
+    /// The job is waiting for a slot.
+    case queued(DownloadJobID)
+    /// An attempt started (the first is 1).
+    case started(DownloadJobID, attempt: Int)
+    /// Bytes arrived.
+    case progress(DownloadJobID, DownloadProgress)
+    /// An attempt failed and another follows after `delay`.
+    case retrying(DownloadJobID, attempt: Int, delay: Duration, reason: DownloadError)
+    /// The job ended.
+    case finished(DownloadJobID, Result<DownloadedFile, DownloadError>)
+
+    /// The job this event is about.
+    public var jobID: DownloadJobID {
+        switch self {
+        case .queued(let id), .started(let id, _), .progress(let id, _), .retrying(let id, _, _, _), .finished(let id, _):
+            return id
+        }
+    }
+}
+
+/// A job in a ``DownloadQueue``: its events, its result, and a way to cancel it.
+public struct DownloadHandle: Sendable {
+    /// The job's id.
+    public let id: DownloadJobID
+    /// The job's events, ending after ``DownloadEvent/finished(_:_:)``. Iterate it once.
+    public let events: AsyncStream<DownloadEvent>
+    let task: Task<DownloadedFile, any Error>
+
+    /// Waits for the job to end.
+    /// - Returns: The downloaded file.
+    /// - Throws: ``DownloadError``; its ``DownloadError/attempts`` says how many attempts were made.
+    public func result() async throws(DownloadError) -> DownloadedFile {
+        do {
+            return try await task.value
+        } catch let error as DownloadError {
+            throw error
+        } catch {
+            throw DownloadError(kind: .cancelled, url: URL(string: "about:blank")!, underlying: error)
+        }
+    }
+
+    /// Cancels the job, whether it waits or runs. A resumable partial file is kept.
+    public func cancel() {
+        task.cancel()
+    }
+}
