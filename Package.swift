@@ -56,6 +56,7 @@ let package = Package(
         .target(
             name: "BookCacheTestSupport",
             dependencies: [
+                "DownloadQueue",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

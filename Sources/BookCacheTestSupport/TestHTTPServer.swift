@@ -29,6 +29,10 @@ public final class TestHTTPServer: Sendable {
         case dropAfter(bytes: Int)
         /// Ignore any `Range` header and send the whole file with 200.
         case ignoreRange
+        /// Send the file chunked (no `Content-Length`), then close after this many bytes.
+        case chunkedDropAfter(bytes: Int)
+        /// Answer 206 with the bytes from `offset` on, whatever range was asked for.
+        case partialFrom(offset: Int)
     }
 
     /// One request as the server saw it.
@@ -46,6 +50,10 @@ public final class TestHTTPServer: Sendable {
         var log: [LoggedRequest] = []
         var inFlight = 0
         var maxInFlight = 0
+        var heldPaths: Set<String> = []
+        var holdUntilConcurrent: Int?
+        var held: [EventLoopPromise<Void>] = []
+        var arrivalWaiters: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
     }
 
     private let state = Mutex(State())
@@ -98,6 +106,11 @@ public final class TestHTTPServer: Sendable {
         }
     }
 
+    /// The `ETag` served for a file set with ``setFile(_:at:etag:)``.
+    public func etag(for name: String) -> String? {
+        state.withLock { $0.etags["/" + name] }
+    }
+
     /// Removes a file.
     public func removeFile(at name: String) {
         state.withLock {
@@ -135,14 +148,68 @@ public final class TestHTTPServer: Sendable {
         var dropAfter: Int?
     }
 
-    fileprivate func begin(path: String, headers: HTTPHeaders) {
+    /// Holds every request to `path` until ``releaseHeld()``.
+    public func holdRequests(to path: String) {
+        state.withLock { _ = $0.heldPaths.insert(path) }
+    }
+
+    /// Holds every request until `count` are in flight together, then answers them all; so a
+    /// client that sends more than `count` at once is seen doing so.
+    public func holdUntilConcurrent(_ count: Int) {
+        state.withLock { $0.holdUntilConcurrent = count }
+    }
+
+    /// Answers every held request and stops holding.
+    public func releaseHeld() {
+        let promises = state.withLock { state -> [EventLoopPromise<Void>] in
+            state.heldPaths.removeAll()
+            state.holdUntilConcurrent = nil
+            defer { state.held.removeAll() }
+            return state.held
+        }
+        for promise in promises { promise.succeed() }
+    }
+
+    /// Waits until the server has received at least `count` requests in all.
+    public func waitForRequests(count: Int) async {
+        await withCheckedContinuation { continuation in
+            let ready = state.withLock { state -> Bool in
+                if state.log.count >= count { return true }
+                state.arrivalWaiters.append((count, continuation))
+                return false
+            }
+            if ready { continuation.resume() }
+        }
+    }
+
+    /// Logs a request and decides when it may be answered.
+    fileprivate func admit(path: String, headers: HTTPHeaders, eventLoop: any EventLoop) -> EventLoopFuture<Void> {
         var dict: [String: String] = [:]
         for (name, value) in headers { dict[name.lowercased()] = value }
-        state.withLock {
-            $0.log.append(LoggedRequest(path: path, headers: dict))
-            $0.inFlight += 1
-            $0.maxInFlight = max($0.maxInFlight, $0.inFlight)
+        let promise = eventLoop.makePromise(of: Void.self)
+        let (release, arrived) = state.withLock { state -> ([EventLoopPromise<Void>], [CheckedContinuation<Void, Never>]) in
+            state.log.append(LoggedRequest(path: path, headers: dict))
+            state.inFlight += 1
+            state.maxInFlight = max(state.maxInFlight, state.inFlight)
+            let ready = state.arrivalWaiters.filter { state.log.count >= $0.count }.map(\.continuation)
+            state.arrivalWaiters.removeAll { state.log.count >= $0.count }
+            if state.heldPaths.contains(path) {
+                state.held.append(promise)
+                return ([], ready)
+            }
+            if let count = state.holdUntilConcurrent {
+                state.held.append(promise)
+                if state.held.count >= count {
+                    defer { state.held.removeAll() }
+                    return (state.held, ready)
+                }
+                return ([], ready)
+            }
+            return ([promise], ready)
         }
+        for continuation in arrived { continuation.resume() }
+        for waiting in release { waiting.succeed() }
+        return promise.futureResult
     }
 
     fileprivate func end() {
@@ -167,6 +234,22 @@ public final class TestHTTPServer: Sendable {
             return reply
         case .ignoreRange:
             return fileReply(path: path, requestHeaders: headers, honourRange: false) ?? Self.statusReply(404)
+        case .partialFrom(let offset):
+            guard var reply = fileReply(path: path, requestHeaders: headers, honourRange: false), offset < reply.body.count else {
+                return Self.statusReply(404)
+            }
+            let total = reply.body.count
+            reply.status = .partialContent
+            reply.body = reply.body.subdata(in: offset..<total)
+            reply.headers.replaceOrAdd(name: "Content-Range", value: "bytes \(offset)-\(total - 1)/\(total)")
+            reply.headers.replaceOrAdd(name: "Content-Length", value: "\(total - offset)")
+            return reply
+        case .chunkedDropAfter(let bytes):
+            guard var reply = fileReply(path: path, requestHeaders: headers, honourRange: false) else { return Self.statusReply(404) }
+            reply.chunked = true
+            reply.headers.remove(name: "Content-Length")
+            reply.dropAfter = bytes
+            return reply
         case nil:
             break
         }
@@ -288,9 +371,13 @@ private final class RequestHandler: ChannelInboundHandler {
             guard let head else { return }
             self.head = nil
             let path = head.uri.split(separator: "?", maxSplits: 1).first.map(String.init) ?? head.uri
-            server.begin(path: path, headers: head.headers)
-            let reply = server.reply(to: head.uri, headers: head.headers)
-            respond(context: context, request: head, reply: reply)
+            let server = self.server
+            let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+            server.admit(path: path, headers: head.headers, eventLoop: context.eventLoop).whenSuccess {
+                let (handler, context) = bound.value
+                let reply = server.reply(to: head.uri, headers: head.headers)
+                handler.respond(context: context, request: head, reply: reply)
+            }
         }
     }
 
@@ -299,6 +386,26 @@ private final class RequestHandler: ChannelInboundHandler {
         var response = HTTPResponseHead(version: request.version, status: reply.status, headers: reply.headers)
         if !request.isKeepAlive { response.headers.replaceOrAdd(name: "Connection", value: "close") }
         context.write(wrapOutboundOut(.head(response)), promise: nil)
+        if let limit = reply.dropAfter, reply.chunked {
+            let step = max(1, limit / 3)
+            var offset = 0
+            let channel = context.channel
+            while offset < limit {
+                var buffer = context.channel.allocator.buffer(capacity: step)
+                let end = min(offset + step, limit)
+                buffer.writeBytes(reply.body[offset..<end])
+                if end < limit {
+                    context.write(wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil)
+                } else {
+                    context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(buffer)))).whenComplete { _ in
+                        server.end()
+                        channel.close(promise: nil)
+                    }
+                }
+                offset = end
+            }
+            return
+        }
         if let limit = reply.dropAfter {
             var buffer = context.channel.allocator.buffer(capacity: limit)
             buffer.writeBytes(reply.body.prefix(limit))

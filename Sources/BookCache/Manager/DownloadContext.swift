@@ -1,6 +1,7 @@
 import DownloadQueue
 import Foundation
 import Logging
+import Synchronization
 
 /// The steps of one book download, run off the manager's actor so it stays responsive:
 /// take the book's lock, stream into `partial/` while hashing (resuming what an earlier attempt
@@ -17,20 +18,13 @@ struct DownloadContext: Sendable {
         onEvent: @escaping @Sendable (DownloadEvent) -> Void
     ) async throws(BookCacheError) -> BookDownloadResult {
         let id = request.id
-        let lock: BookLock
-        do {
-            lock = try await BookLock.acquire(at: layout.bookLockFile(for: id))
-        } catch is CancellationError {
-            throw .cancelled(id)
-        } catch {
-            throw .cacheDirectoryUnusable(layout.root.path, "cannot lock \(id) (\(error))")
-        }
+        // The book's lock is taken when the queue gives the job a slot, so thousands of waiting
+        // jobs hold no file descriptors; it is held until the book is published or given up.
+        let lock = LockHolder()
         defer { lock.release() }
-
-        // Another process may have cached the book while this one waited for the lock.
-        if let record = try store.read()[id], FileSystem.fileSize(layout.url(forRelativePath: record.localPath)) == record.fileSize {
-            return BookDownloadResult(metadata: record, fileURL: layout.url(forRelativePath: record.localPath), wasAlreadyCached: true)
-        }
+        let lockURL = layout.bookLockFile(for: id)
+        let layout = self.layout
+        let store = self.store
 
         let partial = layout.partialFile(for: id)
         let root = layout.root
@@ -50,9 +44,30 @@ struct DownloadContext: Sendable {
                     if overflow || available < needed {
                         throw BookCacheError.insufficientStorage(needed: overflow ? .max : needed, available: available, path: root.path)
                     }
+                },
+                willStart: {
+                    do {
+                        lock.set(try await BookLock.acquire(at: lockURL))
+                    } catch let error as CancellationError {
+                        throw error
+                    } catch {
+                        throw BookCacheError.cacheDirectoryUnusable(layout.root.path, "cannot lock \(id) (\(error))")
+                    }
+                    // Another process may have cached the book while this one waited for the lock.
+                    if let record = try store.read()[id],
+                        FileSystem.fileSize(layout.url(forRelativePath: record.localPath)) == record.fileSize
+                    {
+                        throw CachedMeanwhile(record: record)
+                    }
                 }
             )
             file = try await queue.download(job, onEvent: onEvent)
+        } catch let error as DownloadError {
+            if let cached = error.underlying as? CachedMeanwhile {
+                return BookDownloadResult(
+                    metadata: cached.record, fileURL: layout.url(forRelativePath: cached.record.localPath), wasAlreadyCached: true)
+            }
+            throw Self.translate(error, id: id)
         } catch {
             throw Self.translate(error, id: id)
         }
@@ -129,6 +144,27 @@ struct DownloadContext: Sendable {
         case .cancelled: return .cancelled(id)
         case .connectionFailed: return .networkUnavailable(id, cause: error)
         default: return .downloadFailed(id, cause: error)
+        }
+    }
+}
+
+/// Thrown from a job's start when another process cached the book while this one waited.
+private struct CachedMeanwhile: Error {
+    let record: CachedBookMetadata
+}
+
+/// Holds the book's lock once the job has taken it.
+private final class LockHolder: Sendable {
+    private let lock = Mutex<BookLock?>(nil)
+
+    func set(_ held: BookLock) {
+        lock.withLock { $0 = held }
+    }
+
+    func release() {
+        lock.withLock { held in
+            held?.release()
+            held = nil
         }
     }
 }

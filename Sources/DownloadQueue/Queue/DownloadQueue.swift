@@ -153,6 +153,18 @@ public actor DownloadQueue {
                 emit(.finished(id, .failure(failure)), to: events)
                 throw failure
             }
+            if retries.attempts == 0 {
+                do {
+                    try await request.willStart()
+                } catch {
+                    releaseSlot()
+                    let failure = DownloadError(
+                        kind: error is CancellationError ? .cancelled : .refused, url: request.url, underlying: error,
+                        detail: "\(error)")
+                    emit(.finished(id, .failure(failure)), to: events)
+                    throw failure
+                }
+            }
             retries.attemptStarted()
             emit(.started(id, attempt: retries.attempts), to: events)
             let outcome: Result<DownloadedFile, DownloadError>
@@ -167,15 +179,16 @@ public actor DownloadQueue {
             } catch {
                 outcome = .failure(DownloadError.classifying(error, url: request.url))
             }
-            releaseSlot()
             switch outcome {
             case .success(let file):
+                releaseSlot()
                 emit(.finished(id, .success(file)), to: events)
                 return file
             case .failure(var error):
                 error.attempts = retries.attempts
                 let action = Task.isCancelled ? .fail : retries.next(after: error, random: random())
                 guard case .retry(let delay, let holdHost) = action else {
+                    releaseSlot()
                     if Task.isCancelled && error.kind != .cancelled {
                         error = DownloadError(kind: .cancelled, url: request.url, underlying: error)
                         error.attempts = retries.attempts
@@ -187,7 +200,9 @@ public actor DownloadQueue {
                     throw error
                 }
                 let host = Self.hostKey(request.url)
+                // Hold the host before the slot is freed, so no waiting job for it slips in.
                 if holdHost { hold(host, for: delay) }
+                releaseSlot()
                 logger.info(
                     "retrying", metadata: ["url": "\(error.url)", "attempt": "\(retries.attempts)", "delay": "\(delay)", "reason": "\(error)"])
                 emit(.retrying(id, attempt: retries.attempts, delay: delay, reason: error), to: events)

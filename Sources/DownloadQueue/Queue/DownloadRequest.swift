@@ -15,6 +15,9 @@ public struct DownloadRequest: Sendable {
     public var resume: Bool
     /// Called with the response head before the body is written; throw to refuse.
     public var checkHead: @Sendable (ResponseHead) throws -> Void
+    /// Called once when the job first gets a slot, before its first request; throw to end the
+    /// job without a request (the error becomes the job's ``DownloadError/underlying``).
+    public var willStart: @Sendable () async throws -> Void
 
     /// Creates a request.
     /// - Parameters:
@@ -24,13 +27,15 @@ public struct DownloadRequest: Sendable {
     ///   - maxBytes: No limit by default.
     ///   - resume: `true` by default.
     ///   - checkHead: A check of the response head, such as free space.
+    ///   - willStart: Work to do once a slot is granted, such as taking a lock.
     public init(
         url: URL,
         destination: String,
         priority: DownloadPriority = .normal,
         maxBytes: Int64 = .max,
         resume: Bool = true,
-        checkHead: @escaping @Sendable (ResponseHead) throws -> Void = { _ in }
+        checkHead: @escaping @Sendable (ResponseHead) throws -> Void = { _ in },
+        willStart: @escaping @Sendable () async throws -> Void = {}
     ) {
         self.url = url
         self.destination = destination
@@ -38,6 +43,7 @@ public struct DownloadRequest: Sendable {
         self.maxBytes = maxBytes
         self.resume = resume
         self.checkHead = checkHead
+        self.willStart = willStart
     }
 }
 

@@ -1,73 +1,209 @@
 import ArgumentParser
 import BookCache
 import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 
 struct DownloadCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "download",
-        abstract: "Download a book into the cache.",
+        abstract: "Download books into the cache: one URL, several, or a manifest.",
         discussion: """
-            The file is streamed to a working folder while it is hashed, validated (EPUB with \
-            libzip, PDF structure, --sha256), and only then moved into the cache. A book already \
-            cached is not downloaded again. Exit status is 0 only when the book ends up cached.
+            Each file is streamed to a working folder while it is hashed, validated (EPUB with \
+            libzip, PDF structure, --sha256), and only then moved into the cache. Books already \
+            cached are not downloaded again. Failed attempts are retried with exponential backoff \
+            (honouring Retry-After) and resume where they stopped.
+
+            A manifest (--from FILE, or - for stdin) is JSON Lines, one book per line:
+              {"url": "https://…/a.epub", "id": "a", "type": "ebook", "title": "A", "sha256": "…", "coverUrl": "…"}
+            Only "url" is required; a line holding only a URL is accepted; blank lines and lines \
+            starting with # are ignored. A malformed line is reported with its line number and \
+            does not stop the others. Duplicate ids are fetched once.
+
+            Exit status is 0 only when every book ends up cached. On SIGINT or SIGTERM no new \
+            download starts, partial files are kept for the next run, and the exit status is 130 or 143.
             """
     )
 
     @OptionGroup var global: GlobalOptions
     @ParentCommand var root: BookCacheCommand
 
-    @Argument(help: ArgumentHelp("The http or https URL of the EPUB or PDF.", valueName: "url"))
-    var url: String
+    @Argument(help: ArgumentHelp("http or https URLs of EPUB or PDF files.", valueName: "url"))
+    var urls: [String] = []
 
-    @Option(help: ArgumentHelp("The book id (default: the URL's file name without extension).", valueName: "book-id"))
+    @Option(name: .customLong("from"), help: ArgumentHelp("Read a JSON Lines manifest from a file, or - for stdin.", valueName: "file"))
+    var manifest: String?
+
+    @Option(help: ArgumentHelp("The book id, for a single URL (default: the URL's file name without extension).", valueName: "book-id"))
     var id: String?
 
-    @Option(help: "The book type: ebook or magazine.")
+    @Option(help: "The book type, ebook or magazine (the default for manifest lines without one).")
     var type: BookType = .ebook
 
-    @Option(help: "A title to show in listings.")
+    @Option(help: "A title to show in listings, for a single URL.")
     var title: String?
 
-    @Option(name: .customLong("sha256"), help: ArgumentHelp("The expected SHA-256 of the file (64 hex digits).", valueName: "hex"))
+    @Option(name: .customLong("sha256"), help: ArgumentHelp("The expected SHA-256 (64 hex digits), for a single URL.", valueName: "hex"))
     var sha256: String?
 
-    @Option(name: .customLong("cover-url"), help: ArgumentHelp("Where the book's cover image is.", valueName: "url"))
+    @Option(name: .customLong("cover-url"), help: ArgumentHelp("Where the book's cover image is, for a single URL.", valueName: "url"))
     var coverURL: String?
 
-    private var request: BookDownloadRequest {
-        get throws {
-            do {
-                let parsedURL = try BookDownloadRequest.parseURL(url)
-                let bookId = id ?? BookDownloadRequest.defaultBookId(for: parsedURL)
-                let bookID = try BookID(type: type, bookId: bookId)
-                return try BookDownloadRequest(
-                    url: url, id: bookID, title: title, coverURL: coverURL, expectedSHA256: sha256)
-            } catch {
-                throw ValidationError(error.message)
-            }
-        }
-    }
+    @Option(help: "How many downloads run at once (1–64).")
+    var concurrency: Int = 4
+
+    @Option(help: "Extra attempts after the first for a failed download (0–20).")
+    var retries: Int = 3
+
+    @Flag(help: "Print one JSON object per finished book on stdout, then a summary object.")
+    var json = false
 
     func validate() throws {
-        _ = try request
+        guard !urls.isEmpty || manifest != nil else {
+            throw ValidationError("Give a URL, several URLs, or --from FILE (- for stdin).")
+        }
+        guard (1...64).contains(concurrency) else { throw ValidationError("--concurrency must be between 1 and 64, not \(concurrency).") }
+        guard (0...20).contains(retries) else { throw ValidationError("--retries must be between 0 and 20, not \(retries).") }
+        let singleOnly = [id, title, sha256, coverURL].contains { $0 != nil }
+        if singleOnly && (urls.count != 1 || manifest != nil) {
+            throw ValidationError("--id, --title, --sha256 and --cover-url apply to a single URL; give per-book values in a manifest instead.")
+        }
+        if let manifest, manifest != "-", !FileManager.default.isReadableFile(atPath: manifest) {
+            throw ValidationError("Cannot read the manifest '\(manifest)'.")
+        }
+        _ = try commandLineRequests()
+    }
+
+    /// The requests named on the command line, checked before any I/O.
+    private func commandLineRequests() throws -> [BookDownloadRequest] {
+        do {
+            return try urls.map { url throws(BookCacheError) in
+                let parsedURL = try BookDownloadRequest.parseURL(url)
+                let bookID = try BookID(type: type, bookId: id ?? BookDownloadRequest.defaultBookId(for: parsedURL))
+                return try BookDownloadRequest(url: url, id: bookID, title: title, coverURL: coverURL, expectedSHA256: sha256)
+            }
+        } catch {
+            throw ValidationError(error.message)
+        }
     }
 
     func run() async throws {
-        let request = try self.request
-        let manager = global.merged(with: root.global).makeManager()
-        let bar = ProgressBar(label: request.id.description)
-        do {
-            let result = try await manager.download(request) { bar.update($0) }
-            bar.finish()
-            let size = ByteFormat.string(result.metadata.fileSize)
-            if result.wasAlreadyCached {
-                Terminal.write("\(request.id) is already cached (\(size)): \(result.fileURL.path)")
-            } else {
-                Terminal.write("cached \(request.id) (\(result.metadata.format.rawValue), \(size)): \(result.fileURL.path)")
+        let options = global.merged(with: root.global)
+        var items = try commandLineRequests().enumerated().map { BatchItem.request($1, source: "argument \($0 + 1)") }
+        var warnings: [String] = []
+        if let manifest {
+            let parsed = try readManifest(manifest)
+            warnings += parsed.warnings.map(\.description)
+            var lines: [(Int, BatchItem)] = parsed.problems.map { ($0.line, .invalid($0)) }
+            for entry in parsed.entries {
+                do {
+                    lines.append((entry.line, .request(try entry.request(defaultType: type), source: "line \(entry.line)")))
+                } catch {
+                    lines.append((entry.line, .invalid(error)))
+                }
             }
-        } catch {
-            bar.finish()
-            throw fail(error)
+            items += lines.sorted { $0.0 < $1.0 }.map(\.1)
+        }
+        items = deduplicated(items, warnings: &warnings)
+
+        let batch = items.count > 1 || manifest != nil
+        let mode: BatchReporter.Mode = json ? .json : (Terminal.stderrIsTerminal ? .live : .lines)
+        let reporter = BatchReporter(mode: mode, total: items.count, batch: batch)
+        for warning in warnings { reporter.warning(warning) }
+
+        let manager = options.makeManager(concurrency: concurrency, retries: retries)
+        let work = Task {
+            await withTaskGroup(of: Void.self) { group in
+                for item in items {
+                    group.addTask {
+                        reporter.finished(await Self.perform(item, manager: manager, reporter: reporter))
+                    }
+                }
+            }
+        }
+        let signals = SignalWatcher { _ in work.cancel() }
+        await work.value
+        let allCached = reporter.summarize(interrupted: signals.signal != nil)
+        if let status = signals.exitStatus { throw ExitCode(status) }
+        if !allCached { throw ExitCode.failure }
+    }
+
+    private static func perform(_ item: BatchItem, manager: BookCacheManager, reporter: BatchReporter) async -> BatchOutcome {
+        switch item {
+        case .invalid(let problem):
+            return BatchOutcome(id: nil, status: .failed, path: nil, error: problem.description, attempts: 0, bytes: 0)
+        case .request(let request, _):
+            let attempts = AttemptCounter()
+            do {
+                let result = try await manager.download(request) { event in
+                    if case .started(_, let attempt) = event { attempts.record(attempt) }
+                    reporter.handle(event, id: request.id)
+                }
+                return BatchOutcome(
+                    id: request.id.description, status: result.wasAlreadyCached ? .alreadyCached : .cached,
+                    path: result.fileURL.path, error: nil, attempts: attempts.value, bytes: result.metadata.fileSize,
+                    format: result.metadata.format.rawValue)
+            } catch {
+                let attemptsMade = (error.underlying as? DownloadError)?.attempts ?? attempts.value
+                return BatchOutcome(
+                    id: request.id.description, status: .failed, path: nil, error: error.message, attempts: attemptsMade, bytes: 0)
+            }
         }
     }
+
+    private func readManifest(_ path: String) throws -> ManifestParser.Result {
+        let parser = ManifestParser()
+        if path == "-" {
+            do {
+                return try parser.parse(fileDescriptor: STDIN_FILENO)
+            } catch {
+                Terminal.writeError("error: \(error)")
+                throw ExitCode.failure
+            }
+        }
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else {
+            Terminal.writeError("error: cannot open the manifest \(path): \(String(cString: strerror(errno)))")
+            throw ExitCode.failure
+        }
+        defer { close(fd) }
+        do {
+            return try parser.parse(fileDescriptor: fd)
+        } catch {
+            Terminal.writeError("error: \(error) (\(path))")
+            throw ExitCode.failure
+        }
+    }
+
+    /// Keeps the first item of each id; later ones are reported and dropped, so each book is
+    /// fetched once and counted once.
+    private func deduplicated(_ items: [BatchItem], warnings: inout [String]) -> [BatchItem] {
+        var seen: [BookID: String] = [:]
+        var kept: [BatchItem] = []
+        for item in items {
+            guard case .request(let request, let source) = item else {
+                kept.append(item)
+                continue
+            }
+            if let first = seen[request.id] {
+                warnings.append("\(source): \(request.id) is also named by \(first); it is fetched once")
+                continue
+            }
+            seen[request.id] = source
+            kept.append(item)
+        }
+        return kept
+    }
+}
+
+/// Counts attempts from a download's events.
+private final class AttemptCounter: Sendable {
+    private let count = Mutex(0)
+    var value: Int { count.withLock { $0 } }
+    func record(_ attempt: Int) { count.withLock { $0 = max($0, attempt) } }
 }

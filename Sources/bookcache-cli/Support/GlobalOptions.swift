@@ -19,13 +19,15 @@ struct GlobalOptions: ParsableArguments {
         return merged
     }
 
-    func makeManager() -> BookCacheManager {
+    func makeManager(concurrency: Int = 4, retries: Int = 3) -> BookCacheManager {
         CLILogging.bootstrap(verbose: verbose)
         let root = CacheLayout.defaultRoot(explicit: cacheDir)
-        return BookCacheManager(
-            configuration: BookCacheConfiguration(rootDirectory: root),
-            logger: Logger(label: "bookcache")
+        let configuration = BookCacheConfiguration(
+            rootDirectory: root,
+            maxConcurrentDownloads: concurrency,
+            retryPolicy: RetryPolicy(retries: retries)
         )
+        return BookCacheManager(configuration: configuration, logger: Logger(label: "bookcache"))
     }
 }
 

@@ -1,0 +1,65 @@
+import Foundation
+
+/// One book named by a manifest line, before its fields are checked.
+public struct ManifestEntry: Sendable, Hashable {
+    /// The line it came from, counting from 1.
+    public var line: Int
+    /// The book's URL (required).
+    public var url: String
+    /// The book id within its type; the URL's file name when absent.
+    public var id: String?
+    /// The book type; the command's default when absent.
+    public var type: BookType?
+    /// A title to show.
+    public var title: String?
+    /// The expected SHA-256.
+    public var sha256: String?
+    /// The cover's URL.
+    public var coverUrl: String?
+    /// The expected size in bytes, if the manifest gives it.
+    public var size: Int64?
+
+    /// Creates an entry.
+    public init(
+        line: Int, url: String, id: String? = nil, type: BookType? = nil, title: String? = nil,
+        sha256: String? = nil, coverUrl: String? = nil, size: Int64? = nil
+    ) {
+        self.line = line
+        self.url = url
+        self.id = id
+        self.type = type
+        self.title = title
+        self.sha256 = sha256
+        self.coverUrl = coverUrl
+        self.size = size
+    }
+
+    /// Checks every field and makes the download request.
+    /// - Parameter defaultType: The type when the entry names none.
+    /// - Throws: ``ManifestProblem`` naming the line and the field.
+    public func request(defaultType: BookType) throws(ManifestProblem) -> BookDownloadRequest {
+        do {
+            let parsedURL = try BookDownloadRequest.parseURL(url)
+            let bookID = try BookID(type: type ?? defaultType, bookId: id ?? BookDownloadRequest.defaultBookId(for: parsedURL))
+            return try BookDownloadRequest(url: url, id: bookID, title: title, coverURL: coverUrl, expectedSHA256: sha256)
+        } catch {
+            throw ManifestProblem(line: line, message: error.message)
+        }
+    }
+}
+
+/// A manifest line that cannot be used, with its line number.
+public struct ManifestProblem: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The line, counting from 1.
+    public var line: Int
+    /// What is wrong with it.
+    public var message: String
+
+    /// Creates a problem.
+    public init(line: Int, message: String) {
+        self.line = line
+        self.message = message
+    }
+
+    public var description: String { "line \(line): \(message)" }
+}

@@ -1,0 +1,192 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// Reads a batch manifest: JSON Lines, one book per line.
+///
+/// ```
+/// # comments and blank lines are ignored
+/// {"url": "https://example.com/a.epub", "id": "a", "type": "ebook", "title": "A", "sha256": "…", "coverUrl": "…"}
+/// https://example.com/b.pdf
+/// ```
+///
+/// Only `url` is required. A line holding only a URL is accepted. A malformed line becomes a
+/// ``ManifestProblem`` with its line number and does not stop the others; unknown keys are
+/// ignored with a warning. Lines longer than ``maxLineBytes`` are refused without being held
+/// in memory.
+public struct ManifestParser: Sendable {
+    /// The longest line accepted, in bytes.
+    public var maxLineBytes: Int
+
+    /// The keys a line may have.
+    public static let knownKeys: Set<String> = ["url", "id", "type", "title", "sha256", "coverUrl", "size"]
+
+    /// Creates a parser.
+    /// - Parameter maxLineBytes: 64 KiB by default.
+    public init(maxLineBytes: Int = 64 * 1024) {
+        self.maxLineBytes = maxLineBytes
+    }
+
+    /// Everything read from a manifest, in line order.
+    public struct Result: Sendable {
+        /// The usable entries.
+        public var entries: [ManifestEntry] = []
+        /// The lines that could not be used.
+        public var problems: [ManifestProblem] = []
+        /// Lines that were used but had something to say (unknown keys).
+        public var warnings: [ManifestProblem] = []
+    }
+
+    /// Parses a whole manifest held in memory.
+    public func parse(_ data: Data) -> Result {
+        var result = Result()
+        var number = 0
+        var start = data.startIndex
+        while start < data.endIndex {
+            number += 1
+            let end = data[start...].firstIndex(of: 0x0A) ?? data.endIndex
+            if end - start > maxLineBytes {
+                result.problems.append(ManifestProblem(line: number, message: "the line is longer than \(maxLineBytes) bytes"))
+            } else {
+                parseLine(Array(data[start..<end]), number: number, into: &result)
+            }
+            start = end == data.endIndex ? end : end + 1
+        }
+        return result
+    }
+
+    /// Parses a manifest from a file descriptor (a file or standard input), a line at a time,
+    /// never holding more than one line of at most ``maxLineBytes``.
+    /// - Parameter fd: An open, readable descriptor.
+    /// - Throws: ``ManifestReadError`` when reading fails.
+    public func parse(fileDescriptor fd: Int32) throws(ManifestReadError) -> Result {
+        var result = Result()
+        var number = 1
+        var line: [UInt8] = []
+        var overlong = false
+        let chunkSize = 64 * 1024
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunkSize, alignment: 1)
+        defer { buffer.deallocate() }
+        while true {
+            let count = read(fd, buffer.baseAddress, chunkSize)
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw ManifestReadError(message: String(cString: strerror(errno)))
+            }
+            if count == 0 { break }
+            for byte in buffer[0..<count] {
+                if byte == 0x0A {
+                    finish(&line, overlong: overlong, number: number, into: &result)
+                    number += 1
+                    overlong = false
+                } else if line.count >= maxLineBytes {
+                    overlong = true
+                } else {
+                    line.append(byte)
+                }
+            }
+        }
+        if !line.isEmpty || overlong { finish(&line, overlong: overlong, number: number, into: &result) }
+        return result
+    }
+
+    private func finish(_ line: inout [UInt8], overlong: Bool, number: Int, into result: inout Result) {
+        if overlong {
+            result.problems.append(ManifestProblem(line: number, message: "the line is longer than \(maxLineBytes) bytes"))
+        } else {
+            parseLine(line, number: number, into: &result)
+        }
+        line.removeAll(keepingCapacity: true)
+    }
+
+    /// Parses one line (without its newline) into the result.
+    func parseLine(_ bytes: [UInt8], number: Int, into result: inout Result) {
+        guard let text = String(validating: bytes, as: UTF8.self) else {
+            result.problems.append(ManifestProblem(line: number, message: "the line is not valid UTF-8"))
+            return
+        }
+        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        if trimmed.isEmpty || trimmed.hasPrefix("#") { return }
+        if !trimmed.hasPrefix("{") {
+            if trimmed.contains(where: { $0 == " " || $0 == "\t" }) || !trimmed.contains("://") {
+                result.problems.append(ManifestProblem(line: number, message: "expected a JSON object or a URL, got '\(trimmed.debugEscaped)'"))
+            } else {
+                result.entries.append(ManifestEntry(line: number, url: trimmed))
+            }
+            return
+        }
+        let object: [String: Any]
+        do {
+            guard let parsed = try JSONSerialization.jsonObject(with: Data(trimmed.utf8)) as? [String: Any] else {
+                result.problems.append(ManifestProblem(line: number, message: "expected a JSON object"))
+                return
+            }
+            object = parsed
+        } catch {
+            result.problems.append(ManifestProblem(line: number, message: "invalid JSON (\(Self.describe(error)))"))
+            return
+        }
+        do {
+            let entry = try entry(from: object, line: number)
+            result.entries.append(entry)
+            let unknown = Set(object.keys).subtracting(Self.knownKeys).sorted()
+            if !unknown.isEmpty {
+                result.warnings.append(
+                    ManifestProblem(line: number, message: "ignoring unknown key\(unknown.count == 1 ? "" : "s") \(unknown.map { "'\($0.debugEscaped)'" }.joined(separator: ", "))"))
+            }
+        } catch {
+            result.problems.append(error)
+        }
+    }
+
+    private func entry(from object: [String: Any], line: Int) throws(ManifestProblem) -> ManifestEntry {
+        func string(_ key: String, required: Bool = false) throws(ManifestProblem) -> String? {
+            guard let value = object[key], !(value is NSNull) else {
+                if required { throw ManifestProblem(line: line, message: "'\(key)' is missing") }
+                return nil
+            }
+            guard let text = value as? String else {
+                throw ManifestProblem(line: line, message: "'\(key)' must be a string")
+            }
+            return text
+        }
+        guard let url = try string("url", required: true) else {
+            throw ManifestProblem(line: line, message: "'url' is missing")
+        }
+        var type: BookType?
+        if let typeName = try string("type") {
+            guard let parsed = BookType(rawValue: typeName) else {
+                throw ManifestProblem(line: line, message: "'type' must be \"ebook\" or \"magazine\", not '\(typeName.debugEscaped)'")
+            }
+            type = parsed
+        }
+        var size: Int64?
+        if let value = object["size"], !(value is NSNull) {
+            // JSON true/false must not pass as 1/0.
+            let isBoolean = "\(value)" == "true" || "\(value)" == "false"
+            guard !isBoolean, let number = value as? NSNumber, let exact = Int64(exactly: number.doubleValue), exact >= 0 else {
+                throw ManifestProblem(line: line, message: "'size' must be a whole number of bytes, 0 or more")
+            }
+            size = exact
+        }
+        return ManifestEntry(
+            line: line, url: url, id: try string("id"), type: type, title: try string("title"),
+            sha256: try string("sha256"), coverUrl: try string("coverUrl"), size: size)
+    }
+
+    private static func describe(_ error: any Error) -> String {
+        let text = (error as NSError).userInfo[NSDebugDescriptionErrorKey] as? String ?? "\(error)"
+        return text.count > 120 ? String(text.prefix(120)) + "…" : text
+    }
+}
+
+/// Reading a manifest failed.
+public struct ManifestReadError: Error, Sendable, CustomStringConvertible {
+    /// Why.
+    public var message: String
+    public var description: String { "cannot read the manifest: \(message)" }
+}

@@ -1,0 +1,25 @@
+import BookCache
+
+/// One thing a `download` run was asked for: a valid request, or a manifest line that could not
+/// be used (which counts as failed).
+enum BatchItem {
+    case request(BookDownloadRequest, source: String)
+    case invalid(ManifestProblem)
+}
+
+/// How one item ended, as reported per item and in the summary.
+struct BatchOutcome: Sendable {
+    enum Status: String, Sendable {
+        case cached
+        case alreadyCached = "already-cached"
+        case failed
+    }
+
+    var id: String?
+    var status: Status
+    var path: String?
+    var error: String?
+    var attempts: Int
+    var bytes: Int64
+    var format: String?
+}

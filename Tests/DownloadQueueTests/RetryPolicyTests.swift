@@ -1,0 +1,56 @@
+import DownloadQueue
+import Foundation
+import Testing
+
+@Suite("Retry policy and state machine")
+struct RetryPolicyTests {
+    let url = URL(string: "http://127.0.0.1/x")!
+
+    @Test("backoff doubles from the base, is capped, and jitter only shortens it")
+    func backoffTable() {
+        let policy = RetryPolicy(retries: 10)
+        let noJitter = (1...9).map { policy.backoff(beforeRetry: $0, random: 0) }
+        #expect(noJitter == [.milliseconds(500), .seconds(1), .seconds(2), .seconds(4), .seconds(8), .seconds(16), .seconds(30), .seconds(30), .seconds(30)])
+        let fullJitter = (1...3).map { policy.backoff(beforeRetry: $0, random: 0.999_999) }
+        #expect(fullJitter == [.milliseconds(250), .milliseconds(500), .seconds(1)])
+    }
+
+    @Test("retryable failures are retried until the attempts run out")
+    func retriesRunOut() {
+        var machine = RetryStateMachine(policy: RetryPolicy(retries: 2))
+        let error = DownloadError(kind: .httpStatus, url: url, statusCode: 503)
+        machine.attemptStarted()
+        #expect(machine.next(after: error, random: 0) == .retry(after: .milliseconds(500), holdHost: false))
+        machine.attemptStarted()
+        #expect(machine.next(after: error, random: 0) == .retry(after: .seconds(1), holdHost: false))
+        machine.attemptStarted()
+        #expect(machine.next(after: error, random: 0) == .fail)
+        #expect(machine.attempts == 3)
+    }
+
+    @Test("what is retried and what is not", arguments: [
+        (DownloadError.Kind.httpStatus, 404, false), (.httpStatus, 400, false), (.httpStatus, 401, false),
+        (.httpStatus, 408, true), (.httpStatus, 429, true), (.httpStatus, 500, true), (.httpStatus, 503, true),
+        (.connectionFailed, 0, true), (.timedOut, 0, true), (.bodyCutShort, 0, true),
+        (.cancelled, 0, false), (.refused, 0, false), (.invalidURL, 0, false), (.fileSystem, 0, false), (.bodyTooLong, 0, false),
+    ])
+    func retryable(kind: DownloadError.Kind, status: Int, expected: Bool) {
+        var machine = RetryStateMachine(policy: RetryPolicy(retries: 3))
+        machine.attemptStarted()
+        let error = DownloadError(kind: kind, url: url, statusCode: status == 0 ? nil : status)
+        #expect((machine.next(after: error, random: 0) != .fail) == expected)
+    }
+
+    @Test("Retry-After on 429 and 503 lengthens the delay, capped, and holds the host")
+    func retryAfter() {
+        var machine = RetryStateMachine(policy: RetryPolicy(retries: 3, maxRetryAfter: .seconds(60)))
+        machine.attemptStarted()
+        let slow = DownloadError(kind: .httpStatus, url: url, statusCode: 503, retryAfter: .seconds(7))
+        #expect(machine.next(after: slow, random: 0) == .retry(after: .seconds(7), holdHost: true))
+        let huge = DownloadError(kind: .httpStatus, url: url, statusCode: 429, retryAfter: .seconds(86_400))
+        #expect(machine.next(after: huge, random: 0) == .retry(after: .seconds(60), holdHost: true))
+        // Retry-After on a 500 is not honoured
+        let other = DownloadError(kind: .httpStatus, url: url, statusCode: 500, retryAfter: .seconds(7))
+        #expect(machine.next(after: other, random: 0) == .retry(after: .milliseconds(500), holdHost: false))
+    }
+}
