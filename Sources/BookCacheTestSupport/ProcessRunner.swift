@@ -91,6 +91,75 @@ public enum ProcessRunner {
     }
 }
 
+/// A child process started by ``ProcessRunner/launch(_:_:environment:)``, for tests that signal it.
+public final class RunningProcess: @unchecked Sendable {
+    // Process is not Sendable; this wrapper only reads its pid and waits for it, which are safe
+    // from any thread.
+    private let process: Process
+    private let output: Pipe
+    private let errors: Pipe
+
+    init(process: Process, output: Pipe, errors: Pipe) {
+        self.process = process
+        self.output = output
+        self.errors = errors
+    }
+
+    /// The child's process id.
+    public var pid: Int32 { process.processIdentifier }
+
+    /// Sends a signal, such as `SIGTERM`.
+    public func send(_ signal: Int32) {
+        kill(process.processIdentifier, signal)
+    }
+
+    /// Waits for the child to exit and returns what it printed.
+    public func wait() async -> ProcessResult {
+        await withCheckedContinuation { continuation in
+            DispatchQueue.global().async {
+                let group = DispatchGroup()
+                nonisolated(unsafe) var errData = Data()
+                group.enter()
+                DispatchQueue.global().async {
+                    errData = self.errors.fileHandleForReading.readDataToEndOfFile()
+                    group.leave()
+                }
+                let outData = self.output.fileHandleForReading.readDataToEndOfFile()
+                group.wait()
+                self.process.waitUntilExit()
+                continuation.resume(
+                    returning: ProcessResult(
+                        status: self.process.terminationStatus,
+                        stdout: String(decoding: outData, as: UTF8.self),
+                        stderr: String(decoding: errData, as: UTF8.self)))
+            }
+        }
+    }
+}
+
+extension ProcessRunner {
+    /// Starts `executable` from the products folder and returns at once.
+    public static func launch(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws -> RunningProcess {
+        let url = productsDirectory.appendingPathComponent(executable)
+        guard FileManager.default.isExecutableFile(atPath: url.path) else {
+            throw ProcessRunnerError(message: "\(url.path) is not built; run 'swift build' first")
+        }
+        let process = Process()
+        process.executableURL = url
+        process.arguments = arguments
+        var env = ProcessInfo.processInfo.environment
+        for (key, value) in environment { env[key] = value }
+        process.environment = env
+        let out = Pipe()
+        let err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        return RunningProcess(process: process, output: out, errors: err)
+    }
+}
+
 /// The executable under test could not be run.
 public struct ProcessRunnerError: Error, CustomStringConvertible {
     /// What went wrong.

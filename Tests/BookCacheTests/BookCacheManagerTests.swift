@@ -309,3 +309,98 @@ struct BookCacheManagerTests {
         }
     }
 }
+
+@Suite("BookCacheManager: retries, resume and locking")
+struct BookCacheManagerResumeTests {
+    @Test("a download cut short is retried and resumed; the book is whole")
+    func retriedAndResumed() async throws {
+        let alice = try Fixtures.data("alice.epub")
+        try await withServerAndDirectory(files: ["alice.epub": alice]) { server, dir in
+            server.enqueueFault(.dropAfter(bytes: alice.count / 2), for: "/alice.epub")
+            let clock = ManualDownloadClock()
+            let configuration = BookCacheConfiguration(
+                rootDirectory: dir.path("cache"), storageReserveBytes: 0, retryPolicy: RetryPolicy(retries: 2), downloadClock: clock)
+            let manager = BookCacheManager(configuration: configuration)
+            let events = EventLog()
+            let result = try await manager.download(try request(server, "alice.epub", id: "ebook-alice")) { events.append($0) }
+            #expect(try Data(contentsOf: result.fileURL) == alice)
+            #expect(server.requestCount(for: "/alice.epub") == 2)
+            #expect(events.kinds.contains("retrying"))
+            #expect(filesInCache(dir) == ["ebooks/alice.epub", "ebooks/alice.meta.json"])
+        }
+    }
+
+    @Test("a failed download keeps its partial file, and the next download resumes it")
+    func resumedByNextCall() async throws {
+        let alice = try Fixtures.data("alice.epub")
+        try await withServerAndDirectory(files: ["alice.epub": alice]) { server, dir in
+            server.enqueueFault(.dropAfter(bytes: 1000), for: "/alice.epub")
+            let manager = makeManager(dir)
+            await #expect(throws: BookCacheError.self) {
+                try await manager.download(try request(server, "alice.epub", id: "ebook-alice"))
+            }
+            #expect(filesInCache(dir) == ["partial/ebook-alice.part", "partial/ebook-alice.part.resume"])
+            #expect(try await manager.allBooks().isEmpty)
+            let result = try await manager.download(try request(server, "alice.epub", id: "ebook-alice"))
+            #expect(try Data(contentsOf: result.fileURL) == alice)
+            #expect(server.requests.last?.headers["range"] != nil)
+            #expect(filesInCache(dir) == ["ebooks/alice.epub", "ebooks/alice.meta.json"])
+        }
+    }
+
+    @Test("two managers asked for the same book fetch it once; the other reports it cached")
+    func perBookLock() async throws {
+        let alice = try Fixtures.data("alice.epub")
+        try await withServerAndDirectory(files: ["alice.epub": alice]) { server, dir in
+            let first = makeManager(dir)
+            let second = makeManager(dir)
+            server.holdRequests(to: "/alice.epub")
+            let req = try request(server, "alice.epub", id: "ebook-alice")
+            let one = Task { try await first.download(req) }
+            await server.waitForRequests(count: 1)
+            // The first holds the book's lock while its request is held; the second waits for it.
+            let two = Task { try await second.download(req) }
+            server.releaseHeld()
+            let results = try await [one.value, two.value]
+            #expect(server.requestCount(for: "/alice.epub") == 1)
+            #expect(results.filter(\.wasAlreadyCached).count == 1)
+            #expect(try await first.allBooks().count == 1)
+        }
+    }
+
+    @Test("cancelling a download keeps the partial for resume and caches nothing")
+    func cancelKeepsPartial() async throws {
+        let alice = try Fixtures.data("alice.epub")
+        try await withServerAndDirectory(files: ["alice.epub": alice]) { server, dir in
+            let manager = makeManager(dir)
+            server.holdRequests(to: "/alice.epub")
+            let id = try BookID(parsing: "ebook-alice")
+            let task = Task { try await manager.download(try request(server, "alice.epub", id: "ebook-alice")) }
+            await server.waitForRequests(count: 1)
+            #expect(try await manager.status(of: id) == .downloading(progress: nil))
+            await manager.cancelDownload(id)
+            let error = await #expect(throws: BookCacheError.self) { try await task.value }
+            #expect(error?.kind == .cancelled)
+            server.releaseHeld()
+            #expect(try await manager.status(of: id) == .notCached)
+            #expect(try await manager.allBooks().isEmpty)
+        }
+    }
+}
+
+/// Collects event kinds from any task.
+final class EventLog: Sendable {
+    private let storage = Mutex<[String]>([])
+    var kinds: [String] { storage.withLock { $0 } }
+    func append(_ event: DownloadEvent) {
+        let kind: String
+        switch event {
+        case .queued: kind = "queued"
+        case .started: kind = "started"
+        case .progress: kind = "progress"
+        case .retrying: kind = "retrying"
+        case .finished: kind = "finished"
+        }
+        storage.withLock { $0.append(kind) }
+    }
+}

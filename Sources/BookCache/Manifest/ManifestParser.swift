@@ -112,7 +112,9 @@ public struct ManifestParser: Sendable {
         let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
         if trimmed.isEmpty || trimmed.hasPrefix("#") { return }
         if !trimmed.hasPrefix("{") {
-            if trimmed.contains(where: { $0 == " " || $0 == "\t" }) || !trimmed.contains("://") {
+            let looksLikeURL = trimmed.first?.isLetter == true && trimmed.contains("://")
+                && !trimmed.contains(where: { $0 == " " || $0 == "\t" })
+            if !looksLikeURL {
                 result.problems.append(ManifestProblem(line: number, message: "expected a JSON object or a URL, got '\(trimmed.debugEscaped)'"))
             } else {
                 result.entries.append(ManifestEntry(line: number, url: trimmed))
@@ -166,9 +168,10 @@ public struct ManifestParser: Sendable {
         }
         var size: Int64?
         if let value = object["size"], !(value is NSNull) {
-            // JSON true/false must not pass as 1/0.
-            let isBoolean = "\(value)" == "true" || "\(value)" == "false"
-            guard !isBoolean, let number = value as? NSNumber, let exact = Int64(exactly: number.doubleValue), exact >= 0 else {
+            // JSON true/false arrive as NSNumber too; their type encoding is "c" (char).
+            guard let number = value as? NSNumber, String(cString: number.objCType) != "c",
+                let exact = Int64(exactly: number.doubleValue), exact >= 0
+            else {
                 throw ManifestProblem(line: line, message: "'size' must be a whole number of bytes, 0 or more")
             }
             size = exact

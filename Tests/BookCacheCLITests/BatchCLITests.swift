@@ -1,0 +1,164 @@
+import BookCacheTestSupport
+import Foundation
+import Testing
+
+@Suite("bookcache download: batches")
+struct BatchCLITests {
+    func serving(_ body: (TestHTTPServer, String, TemporaryDirectory) async throws -> Void) async throws {
+        let server = TestHTTPServer(directory: Fixtures.books)
+        try await server.start()
+        let dir = try TemporaryDirectory()
+        do {
+            try await body(server, dir.path("cache").path, dir)
+        } catch {
+            try? await server.shutdown()
+            dir.remove()
+            throw error
+        }
+        try await server.shutdown()
+        dir.remove()
+    }
+
+    func bookcache(_ arguments: [String], stdin: Data? = nil) async throws -> ProcessResult {
+        try await ProcessRunner.run("bookcache", arguments, stdin: stdin)
+    }
+
+    @Test("a batch mixing good and bad items caches the good ones and says what failed")
+    func mixedBatch() async throws {
+        try await serving { server, cache, dir in
+            let manifest = """
+                # two good books, one corrupt, one missing, one malformed line
+                {"url": "\(server.baseURL)/alice.epub", "title": "Alice"}
+                \(server.baseURL)/pride.epub
+                {"url": "\(server.baseURL)/corrupt/crc-flip.epub"}
+                {"url": "\(server.baseURL)/missing.epub"}
+                {"url": 42}
+                """
+            let file = dir.path("books.jsonl")
+            try Data(manifest.utf8).write(to: file)
+            let result = try await bookcache(["download", "--from", file.path, "--cache-dir", cache, "--retries", "0"])
+            #expect(result.status == 1)
+            #expect(result.stdout.contains("2 of 5 cached, 3 failed"), "\(result.stdout)")
+            #expect(result.stderr.contains("line 6: 'url' must be a string"))
+            #expect(result.stderr.contains("CRC"))
+            #expect(result.stderr.contains("404"))
+            #expect(FileManager.default.fileExists(atPath: cache + "/ebooks/alice.epub"))
+            #expect(FileManager.default.fileExists(atPath: cache + "/ebooks/pride.epub"))
+            #expect(!FileManager.default.fileExists(atPath: cache + "/ebooks/crc-flip.epub"))
+        }
+    }
+
+    @Test("a manifest on stdin, with --json: one object per book and a summary")
+    func jsonFromStdin() async throws {
+        try await serving { server, cache, _ in
+            let manifest = "\(server.baseURL)/alice.epub\n{\"url\": \"\(server.baseURL)/missing.epub\", \"id\": \"gone\"}\n"
+            let result = try await bookcache(["download", "--from", "-", "--json", "--retries", "0", "--cache-dir", cache], stdin: Data(manifest.utf8))
+            #expect(result.status == 1)
+            let objects = try result.stdout.split(separator: "\n").map {
+                try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] ?? [:]
+            }
+            #expect(objects.count == 3)
+            let alice = objects.first { $0["id"] as? String == "ebook-alice" }
+            #expect(alice?["status"] as? String == "cached")
+            #expect(alice?["attempts"] as? Int == 1)
+            #expect((alice?["path"] as? String)?.hasSuffix("/ebooks/alice.epub") == true)
+            #expect((alice?["bytes"] as? Int ?? 0) > 0)
+            let gone = objects.first { $0["id"] as? String == "ebook-gone" }
+            #expect(gone?["status"] as? String == "failed")
+            #expect((gone?["error"] as? String)?.contains("404") == true)
+            let summary = objects.last
+            #expect(summary?["summary"] as? Bool == true)
+            #expect(summary?["total"] as? Int == 2)
+            #expect(summary?["cached"] as? Int == 1)
+            #expect(summary?["failed"] as? Int == 1)
+            #expect(result.stderr.contains("1 of 2 cached, 1 failed"))
+        }
+    }
+
+    @Test("several URLs are a batch; a second run reports them already cached; duplicates are fetched once")
+    func urlsAndDuplicates() async throws {
+        try await serving { server, cache, _ in
+            let urls = ["\(server.baseURL)/alice.epub", "\(server.baseURL)/pride.epub", "\(server.baseURL)/alice.epub"]
+            let first = try await bookcache(["download"] + urls + ["--cache-dir", cache, "--concurrency", "2"])
+            #expect(first.status == 0, "\(first.stderr)")
+            #expect(first.stdout.contains("2 of 2 cached, 0 failed"))
+            #expect(first.stderr.contains("fetched once"))
+            #expect(server.requestCount(for: "/alice.epub") == 1)
+            let second = try await bookcache(["download"] + urls.prefix(2) + ["--cache-dir", cache])
+            #expect(second.status == 0)
+            #expect(second.stdout.contains("2 already cached"))
+            #expect(server.requestCount(for: "/alice.epub") == 1)
+        }
+    }
+
+    @Test("a flaky server costs only time: retries finish the batch")
+    func flakyServer() async throws {
+        try await serving { server, cache, _ in
+            server.enqueueFault(.status(503, retryAfter: "0"), for: "/alice.epub")
+            server.enqueueFault(.dropAfter(bytes: 500), for: "/pride.epub")
+            let result = try await bookcache([
+                "download", "\(server.baseURL)/alice.epub", "\(server.baseURL)/pride.epub", "--json", "--cache-dir", cache,
+            ])
+            #expect(result.status == 0, "\(result.stderr)")
+            let objects = try result.stdout.split(separator: "\n").map {
+                try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] ?? [:]
+            }
+            #expect(objects.filter { $0["status"] as? String == "cached" }.count == 2)
+            #expect(objects.filter { $0["attempts"] as? Int == 2 }.count == 2)
+        }
+    }
+
+    @Test("bad batch options are refused before any I/O", arguments: [
+        ["download"],
+        ["download", "URL/alice.epub", "--concurrency", "0"],
+        ["download", "URL/alice.epub", "--concurrency", "-3"],
+        ["download", "URL/alice.epub", "--concurrency", "99999999999999999999"],
+        ["download", "URL/alice.epub", "--retries", "-1"],
+        ["download", "URL/alice.epub", "URL/pride.epub", "--id", "x"],
+        ["download", "--from", "/nonexistent/manifest.jsonl"],
+        ["download", "URL/alice.epub", "ftp://nope/x.epub"],
+    ])
+    func refused(arguments: [String]) async throws {
+        try await serving { server, cache, _ in
+            let args = arguments.map { $0.replacingOccurrences(of: "URL/", with: "\(server.baseURL)/") } + ["--cache-dir", cache]
+            let result = try await bookcache(args)
+            #expect(result.status == 64, "\(args): \(result.stderr)")
+            #expect(server.requests.isEmpty)
+            #expect(!FileManager.default.fileExists(atPath: cache))
+        }
+    }
+
+    @Test("an empty manifest caches nothing and succeeds")
+    func emptyManifest() async throws {
+        try await serving { _, cache, _ in
+            let result = try await bookcache(["download", "--from", "-", "--cache-dir", cache], stdin: Data("# nothing\n\n".utf8))
+            #expect(result.status == 0)
+            #expect(result.stdout.contains("0 of 0 cached, 0 failed"))
+        }
+    }
+
+    @Test("SIGTERM stops the batch, keeps the index consistent, and exits 143")
+    func terminated() async throws {
+        try await serving { server, cache, dir in
+            // Alice downloads; pride's request is held so the run is mid-batch when signalled.
+            server.holdRequests(to: "/pride.epub")
+            let manifest = "\(server.baseURL)/alice.epub\n\(server.baseURL)/pride.epub\n"
+            let file = dir.path("m.jsonl")
+            try Data(manifest.utf8).write(to: file)
+            let process = try ProcessRunner.launch("bookcache", ["download", "--from", file.path, "--cache-dir", cache, "--concurrency", "1"])
+            await server.waitForRequests(count: 2)
+            process.send(SIGTERM)
+            let result = await process.wait()
+            server.releaseHeld()
+            #expect(result.status == 143, "\(result.stdout) \(result.stderr)")
+            #expect(result.stdout.contains("interrupted"))
+            let list = try await bookcache(["list", "--json", "--cache-dir", cache])
+            #expect(list.status == 0)
+            let records = try JSONSerialization.jsonObject(with: Data(list.stdout.utf8)) as? [[String: Any]]
+            #expect(records?.map { $0["id"] as? String } == ["ebook-alice"])
+            // The next run completes the batch
+            let again = try await bookcache(["download", "--from", file.path, "--cache-dir", cache])
+            #expect(again.status == 0, "\(again.stderr)")
+        }
+    }
+}
