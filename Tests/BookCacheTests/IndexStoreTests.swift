@@ -100,3 +100,110 @@ struct IndexStoreTests {
         #expect(try Data(contentsOf: store.layout.indexFile) == future)
     }
 }
+
+@Suite("The index journal")
+struct IndexJournalTests {
+    func record(_ name: String, size: Int64 = 3) throws -> CachedBookMetadata {
+        let id = try BookID(type: .ebook, bookId: name)
+        let date = Date(timeIntervalSince1970: 1_700_000_000.5)
+        return CachedBookMetadata(
+            id: id, title: name, coverUrl: nil, fileUrl: "https://example.com/\(name).epub", localPath: "ebooks/\(name).epub",
+            fileSize: size, downloadedAt: date, lastAccessedAt: date, checksum: String(repeating: "b", count: 64), format: .epub,
+            etag: nil, lastModified: nil)
+    }
+
+    func makeStore(_ dir: TemporaryDirectory, threshold: Int = 512) -> IndexStore {
+        IndexStore(layout: CacheLayout(root: dir.url), logger: Logger(label: "test"), compactionThreshold: threshold)
+    }
+
+    @Test("changes after the first go to the journal, one line per changed record")
+    func appends() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let store = makeStore(dir)
+        try store.update { $0[key: "ebook-a"] = try? record("a") }
+        #expect(FileManager.default.fileExists(atPath: store.layout.indexFile.path))
+        let snapshot = try Data(contentsOf: store.layout.indexFile)
+        try store.update { $0[key: "ebook-b"] = try? record("b") }
+        try store.update { $0[key: "ebook-a"] = nil }
+        #expect(try Data(contentsOf: store.layout.indexFile) == snapshot, "the snapshot is not rewritten per change")
+        let lines = try String(contentsOf: store.layout.journalFile, encoding: .utf8).split(separator: "\n")
+        #expect(lines.count == 2)
+        #expect(Set(try store.read().books.keys) == ["ebook-b"])
+        // A fresh store (another process) sees the same
+        #expect(Set(try makeStore(dir).read().books.keys) == ["ebook-b"])
+    }
+
+    @Test("the journal is folded into a new snapshot once it is long enough")
+    func compaction() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let store = makeStore(dir, threshold: 4)
+        for i in 0..<10 {
+            try store.update { $0[key: "ebook-b\(i)"] = try? record("b\(i)") }
+        }
+        let journal = (try? Data(contentsOf: store.layout.journalFile)) ?? Data()
+        let lines = journal.split(separator: 0x0A).count
+        #expect(lines < 10, "compacted: \(lines) lines left")
+        #expect(try makeStore(dir).read().books.count == 10)
+    }
+
+    @Test("a torn last line from a killed writer is ignored, then cut off by the next update")
+    func tornTail() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let store = makeStore(dir)
+        try store.update { $0[key: "ebook-a"] = try? record("a") }
+        try store.update { $0[key: "ebook-b"] = try? record("b") }
+        let handle = try FileHandle(forWritingTo: store.layout.journalFile)
+        try handle.seekToEnd()
+        try handle.write(contentsOf: Data(#"{"set":{"id":"ebook-c","boo"#.utf8))
+        try handle.close()
+        let fresh = makeStore(dir)
+        #expect(Set(try fresh.read().books.keys) == ["ebook-a", "ebook-b"])
+        try fresh.update { $0[key: "ebook-d"] = try? record("d") }
+        #expect(Set(try makeStore(dir).read().books.keys) == ["ebook-a", "ebook-b", "ebook-d"])
+        let text = try String(contentsOf: store.layout.journalFile, encoding: .utf8)
+        #expect(!text.contains("ebook-c"))
+    }
+
+    @Test("a damaged journal line is moved aside and the index rebuilt from what is on disk")
+    func damagedJournal() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let store = makeStore(dir)
+        let layout = store.layout
+        try FileManager.default.createDirectory(at: layout.folder(for: .ebook), withIntermediateDirectories: true)
+        for name in ["a", "b"] {
+            let meta = try record(name)
+            try Data("abc".utf8).write(to: layout.url(forRelativePath: meta.localPath))
+            try MetadataCoding.encoder().encode(meta).write(to: layout.url(forRelativePath: "ebooks/\(name).meta.json"))
+            try store.update { $0[key: meta.id] = meta }
+        }
+        let handle = try FileHandle(forWritingTo: layout.journalFile)
+        try handle.seekToEnd()
+        try handle.write(contentsOf: Data("garbage that is not json\n".utf8))
+        try handle.close()
+        #expect(Set(try makeStore(dir).read().books.keys) == ["ebook-a", "ebook-b"])
+        let aside = try FileManager.default.contentsOfDirectory(atPath: dir.url.path).filter { $0.hasPrefix("metadata.journal.corrupt-") }
+        #expect(aside.count == 1)
+    }
+
+    @Test("two stores on one cache see each other's changes")
+    func twoStores() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let one = makeStore(dir, threshold: 3)
+        let two = makeStore(dir, threshold: 3)
+        for i in 0..<9 {
+            let store = i.isMultiple(of: 2) ? one : two
+            try store.update { $0[key: "ebook-x\(i)"] = try? record("x\(i)") }
+            #expect(try one.read().books.count == i + 1)
+            #expect(try two.read().books.count == i + 1)
+        }
+        try two.update { index in
+            for i in 0..<9 where i.isMultiple(of: 3) { index[key: "ebook-x\(i)"] = nil }
+        }
+        #expect(try one.read().books.count == 6)
+    }
+}

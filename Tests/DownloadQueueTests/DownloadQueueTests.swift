@@ -275,6 +275,23 @@ struct DownloadQueueTests {
         }
     }
 
+    @Test("cancelAll ends waiting and running jobs")
+    func cancelAll() async throws {
+        try await withServerAndDirectory(files: ["a": body, "b": body]) { server, dir in
+            let queue = makeQueue(maxConcurrent: 1)
+            server.holdRequests(to: "/a")
+            let a = await queue.enqueue(DownloadRequest(url: URL(string: "\(server.baseURL)/a")!, destination: dir.path("a").path))
+            await server.waitForRequests(count: 1)
+            let b = await queue.enqueue(DownloadRequest(url: URL(string: "\(server.baseURL)/b")!, destination: dir.path("b").path))
+            await queue.cancelAll()
+            let errors = [await #expect(throws: DownloadError.self) { try await a.result() }, await #expect(throws: DownloadError.self) { try await b.result() }]
+            #expect(errors.map { $0?.kind } == [.cancelled, .cancelled])
+            server.releaseHeld()
+            #expect(server.requestCount(for: "/b") == 0)
+            #expect(await queue.activeCount == 0)
+        }
+    }
+
     @Test("cancelling a waiting job ends it without a request")
     func cancelWaiting() async throws {
         try await withServerAndDirectory(files: ["first": body, "second": body]) { server, dir in

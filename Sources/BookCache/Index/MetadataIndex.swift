@@ -1,12 +1,22 @@
 import Foundation
 
-/// The contents of `metadata.json`: a schema version and one record per cached book.
+/// The index: a schema version and one record per cached book, keyed by `{type}-{bookId}`.
+///
+/// It remembers which records a change touched, so ``IndexStore`` can append just those to the
+/// journal instead of rewriting the whole index.
 struct MetadataIndex: Codable, Sendable {
     /// The schema this build writes. An index with a higher number is refused, never overwritten.
     static let currentSchemaVersion = 1
 
     var schemaVersion: Int
-    var books: [String: CachedBookMetadata]
+    private(set) var books: [String: CachedBookMetadata]
+    /// Keys set or removed since the index was loaded.
+    private(set) var changedKeys: Set<String> = []
+
+    private enum CodingKeys: String, CodingKey {
+        case schemaVersion
+        case books
+    }
 
     init(books: [String: CachedBookMetadata] = [:]) {
         self.schemaVersion = Self.currentSchemaVersion
@@ -15,7 +25,29 @@ struct MetadataIndex: Codable, Sendable {
 
     subscript(id: BookID) -> CachedBookMetadata? {
         get { books[id.description] }
-        set { books[id.description] = newValue }
+        set { self[key: id.description] = newValue }
+    }
+
+    subscript(key key: String) -> CachedBookMetadata? {
+        get { books[key] }
+        set {
+            guard books[key] != newValue else { return }
+            books[key] = newValue
+            changedKeys.insert(key)
+        }
+    }
+
+    /// Forgets which keys changed, after they have been written.
+    mutating func markClean() {
+        changedKeys.removeAll()
+    }
+
+    /// Applies a journal entry without marking it changed.
+    mutating func apply(_ entry: IndexJournal.Entry) {
+        switch entry {
+        case .set(let record): books[record.id] = record
+        case .remove(let key): books[key] = nil
+        }
     }
 }
 

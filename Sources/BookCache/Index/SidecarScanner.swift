@@ -6,6 +6,12 @@ struct SidecarScanner {
     let layout: CacheLayout
     let logger: Logger
 
+    /// Whether a record's file is on disk, where the layout puts it, with the recorded size.
+    func fileMatches(_ record: CachedBookMetadata) -> Bool {
+        guard let id = try? record.bookID, record.localPath == layout.relativePath(for: id, format: record.format) else { return false }
+        return FileSystem.fileSize(layout.url(forRelativePath: record.localPath)) == record.fileSize
+    }
+
     /// Whether any type folder holds a sidecar.
     func hasSidecars() -> Bool {
         BookType.allCases.contains { type in
@@ -36,9 +42,7 @@ struct SidecarScanner {
                 do {
                     let record = try decoder.decode(CachedBookMetadata.self, from: Data(contentsOf: sidecar))
                     let id = try record.bookID
-                    guard record.localPath == layout.relativePath(for: id, format: record.format),
-                        FileSystem.fileSize(layout.url(forRelativePath: record.localPath)) == record.fileSize
-                    else {
+                    guard fileMatches(record) else {
                         logger.warning("skipping a sidecar whose book file is missing or changed", metadata: ["sidecar": "\(sidecar.path)"])
                         continue
                     }

@@ -30,6 +30,7 @@ public actor BookCacheManager {
     private let queue: DownloadQueue
     private let logger: Logger
     private var inFlight: [BookID: InFlight] = [:]
+    private var swept = false
 
     private struct InFlight {
         let task: Task<BookDownloadResult, any Error>
@@ -142,7 +143,7 @@ public actor BookCacheManager {
     public func delete(_ id: BookID) throws(BookCacheError) -> Bool {
         inFlight[id]?.task.cancel()
         try checkRootIsUsable()
-        guard FileManager.default.fileExists(atPath: layout.indexFile.path) else { return false }
+        guard store.exists else { return false }
         var removed = false
         try store.update { index throws(BookCacheError) in
             removed = try removeFiles(of: id, recordedAt: index[id]?.localPath)
@@ -161,7 +162,7 @@ public actor BookCacheManager {
     @discardableResult
     public func clear(type: BookType? = nil) throws(BookCacheError) -> [BookID] {
         try checkRootIsUsable()
-        guard FileManager.default.fileExists(atPath: layout.indexFile.path) else { return [] }
+        guard store.exists else { return [] }
         var removed: [BookID] = []
         try store.update { index throws(BookCacheError) in
             for record in index.books.values where type == nil || record.bookType == type {
@@ -296,6 +297,37 @@ public actor BookCacheManager {
         }
         guard access(layout.root.path, W_OK) == 0 else {
             throw .cacheDirectoryUnusable(layout.root.path, "it is not writable")
+        }
+        if !swept {
+            swept = true
+            sweepLeftovers()
+        }
+    }
+
+    /// Removes what killed processes left behind: temporary files of atomic writes whose writer
+    /// is gone, and lock files nobody holds. Partial downloads stay, to be resumed.
+    private func sweepLeftovers() {
+        for folder in [layout.root, layout.partialFolder] {
+            let names: [String]
+            do {
+                names = try FileManager.default.contentsOfDirectory(atPath: folder.path)
+            } catch {
+                logger.warning("cannot list a cache folder to tidy it", metadata: ["folder": "\(folder.path)", "error": "\(error)"])
+                continue
+            }
+            for name in names {
+                let url = folder.appendingPathComponent(name)
+                if FileSystem.isStaleTemporary(name) {
+                    logger.info("removing a temporary file left by a process that died", metadata: ["path": "\(url.path)"])
+                    do {
+                        try FileSystem.removeFile(url)
+                    } catch {
+                        logger.warning("cannot remove a leftover temporary file", metadata: ["path": "\(url.path)", "error": "\(error)"])
+                    }
+                } else if name.hasSuffix(".lock"), folder == layout.partialFolder, let lock = BookLock.tryAcquire(at: url) {
+                    lock.release()
+                }
+            }
         }
     }
 

@@ -120,7 +120,9 @@ struct DownloadContext: Sendable {
         try store.update { index throws(BookCacheError) in
             do {
                 let sidecar = try MetadataCoding.encoder(pretty: true).encode(record)
-                try FileSystem.writeAtomically(sidecar, to: layout.url(forRelativePath: layout.relativeSidecarPath(for: id)))
+                // The sidecar's temporary file goes in partial/, so a crash never leaves one in a type folder.
+                try FileSystem.writeAtomically(
+                    sidecar, to: layout.url(forRelativePath: layout.relativeSidecarPath(for: id)), temporaryFolder: layout.partialFolder)
                 try FileSystem.moveAtomically(from: partial, to: destination)
                 // A book that changed format leaves its old file behind; remove it.
                 for format in BookFormat.allCases where format != record.format {

@@ -52,6 +52,23 @@ final class BookLock: Sendable {
         }
     }
 
+    /// Takes the lock only if nobody holds it; `nil` otherwise.
+    static func tryAcquire(at url: URL) -> BookLock? {
+        let fd = open(url.path, O_RDWR | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+            close(fd)
+            return nil
+        }
+        var held = stat()
+        var current = stat()
+        guard fstat(fd, &held) == 0, stat(url.path, &current) == 0, held.st_ino == current.st_ino else {
+            close(fd)
+            return nil
+        }
+        return BookLock(fd: fd, path: url.path)
+    }
+
     /// Removes the lock file and releases the lock.
     func release() {
         unlink(path)

@@ -3,7 +3,8 @@ import Foundation
 /// Where everything lives under a cache root.
 ///
 /// ```
-/// ROOT/metadata.json        the index (with a schema version)
+/// ROOT/metadata.json        the index snapshot (with a schema version)
+/// ROOT/metadata.journal     changes since the snapshot, one JSON line each
 /// ROOT/metadata.lock        advisory lock for index updates
 /// ROOT/ebooks/123.epub      a cached book
 /// ROOT/ebooks/123.meta.json its sidecar: the same record as in the index
@@ -24,6 +25,8 @@ public struct CacheLayout: Sendable, Hashable {
 
     /// The index file.
     public var indexFile: URL { root.appendingPathComponent("metadata.json") }
+    /// The index journal: changes since `metadata.json` was written, one JSON line each.
+    public var journalFile: URL { root.appendingPathComponent("metadata.journal") }
     /// The lock file guarding index updates.
     public var indexLockFile: URL { root.appendingPathComponent("metadata.lock") }
     /// The folder for downloads in progress.

@@ -16,11 +16,14 @@ enum FileSystem {
         var description: String { "\(operation) \(path): \(String(cString: strerror(code)))" }
     }
 
-    /// Writes `data` to `url` atomically: a temporary file in the same folder, `fsync`,
-    /// `rename`, then `fsync` of the folder. Readers see the old file or the new one, never a mix.
-    static func writeAtomically(_ data: Data, to url: URL) throws {
+    /// Writes `data` to `url` atomically: a temporary file (in `temporaryFolder`, else beside the
+    /// target; it must be on the same filesystem), `fsync`, `rename`, then `fsync` of the folder.
+    /// Readers see the old file or the new one, never a mix. The temporary name carries the pid,
+    /// so one left by a killed process can be recognised (``isStaleTemporary(_:)``).
+    static func writeAtomically(_ data: Data, to url: URL, temporaryFolder: URL? = nil) throws {
         let folder = url.deletingLastPathComponent().path
-        let temp = folder + "/.\(url.lastPathComponent).\(getpid()).\(UUID().uuidString.prefix(8)).tmp"
+        let tempFolder = temporaryFolder?.path ?? folder
+        let temp = tempFolder + "/.\(url.lastPathComponent).\(getpid()).\(UUID().uuidString.prefix(8)).tmp"
         let fd = open(temp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw CallError(operation: "create", path: temp, code: errno) }
         var ok = false
@@ -45,6 +48,21 @@ enum FileSystem {
         guard rename(temp, url.path) == 0 else { throw CallError(operation: "rename", path: url.path, code: errno) }
         ok = true
         syncDirectory(folder)
+    }
+
+    /// Whether `name` is a temporary file of ``writeAtomically(_:to:temporaryFolder:)`` whose
+    /// writer is no longer running.
+    static func isStaleTemporary(_ name: String) -> Bool {
+        guard name.hasPrefix("."), name.hasSuffix(".tmp") else { return false }
+        let parts = name.split(separator: ".")
+        guard parts.count >= 4, let pid = Int32(parts[parts.count - 3]) else { return false }
+        return !processIsAlive(pid)
+    }
+
+    /// Whether a process with this id exists.
+    static func processIsAlive(_ pid: Int32) -> Bool {
+        guard pid > 0 else { return false }
+        return kill(pid, 0) == 0 || errno == EPERM
     }
 
     /// Renames within one filesystem, then makes the rename durable.

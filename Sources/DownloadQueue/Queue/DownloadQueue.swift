@@ -36,6 +36,7 @@ public actor DownloadQueue {
     private var waiting: [Waiter] = []
     /// Jobs given a slot before they asked for it.
     private var granted: Set<DownloadJobID> = []
+    private var tasks: [DownloadJobID: Task<DownloadedFile, any Error>] = [:]
     private var hostHolds: [String: Duration] = [:]
     private var holdTimerArmed: Set<String> = []
     private let subscribers = SubscriberList()
@@ -101,9 +102,21 @@ public actor DownloadQueue {
         let task = Task {
             try await self.run(id: id, request: request, events: continuation)
         }
+        tasks[id] = task
         emit(.queued(id), to: continuation)
         schedule()
         return DownloadHandle(id: id, events: stream, task: task)
+    }
+
+    /// Cancels one job, waiting or running. A resumable partial file is kept.
+    /// - Parameter id: The job.
+    public func cancel(_ id: DownloadJobID) {
+        tasks[id]?.cancel()
+    }
+
+    /// Cancels every job, waiting or running.
+    public func cancelAll() {
+        for task in tasks.values { task.cancel() }
     }
 
     /// Enqueues a job and waits for its result.
@@ -144,7 +157,10 @@ public actor DownloadQueue {
         id: DownloadJobID, request: DownloadRequest, events: AsyncStream<DownloadEvent>.Continuation
     ) async throws -> DownloadedFile {
         var retries = RetryStateMachine(policy: retryPolicy)
-        defer { events.finish() }
+        defer {
+            events.finish()
+            tasks[id] = nil
+        }
         while true {
             do {
                 try await waitForSlot(id)

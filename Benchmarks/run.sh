@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# BookCache benchmarks against curl and aria2 on loopback (nginx with sendfile). Not a test: it
+# prints a table of medians and ratios and writes it to Benchmarks/results/latest.md.
+#
+#   Benchmarks/run.sh [all|batch|small|large|index|verify] [ROUNDS]
+#
+# Installs nginx, aria2, curl and python3 when missing; builds bookcache in release mode.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+what="${1:-all}"
+rounds="${2:-5}"
+
+need=()
+command -v nginx >/dev/null || need+=(nginx-light)
+command -v aria2c >/dev/null || need+=(aria2)
+command -v curl >/dev/null || need+=(curl)
+command -v python3 >/dev/null || need+=(python3)
+command -v /usr/bin/time >/dev/null || need+=(time)
+if [ ${#need[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+scripts/setup.sh
+swift build -c release --product bookcache >&2
+bin="$(swift build -c release --show-bin-path)/bookcache"
+
+work="${BENCH_DIR:-/tmp/bookcache-bench}"
+mkdir -p "$work/books" Benchmarks/results
+port="${BENCH_PORT:-18467}"
+nginx_pid=""
+cleanup() { [ -n "$nginx_pid" ] && kill "$nginx_pid" 2>/dev/null || true; }
+trap cleanup EXIT
+
+out="Benchmarks/results/latest.md"
+{
+  echo "# BookCache benchmarks"
+  echo
+  echo "$(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, $(uname -r), rounds: $rounds (medians; A/B runs alternate)"
+  echo
+  echo "| case | bookcache | other | ratio (bookcache / other) | bookcache peak RSS |"
+  echo "| --- | --- | --- | --- | --- |"
+} >"$out"
+
+# seconds and peak RSS (KiB) of a command: "SECONDS KIB"
+measure() {
+  local tf; tf="$(mktemp)"
+  /usr/bin/time -f "%e %M" -o "$tf" "$@" >/dev/null 2>"$tf.err" || { echo "command failed: $*" >&2; cat "$tf.err" >&2; rm -f "$tf" "$tf.err"; return 1; }
+  cat "$tf"; rm -f "$tf" "$tf.err"
+}
+
+median() { sort -n | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else printf "%.3f\n", (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+
+# compare NAME OTHER_LABEL PREPARE_A CMD_A PREPARE_B CMD_B: alternates A and B for $rounds rounds
+compare() {
+  local name="$1" label="$2" prepA="$3" cmdA="$4" prepB="$5" cmdB="$6"
+  local ta=() tb=() ra=()
+  for r in $(seq "$rounds"); do
+    eval "$prepA"; read -r t m < <(measure bash -c "$cmdA"); ta+=("$t"); ra+=("$m")
+    eval "$prepB"; read -r t m < <(measure bash -c "$cmdB"); tb+=("$t")
+  done
+  local a b rss
+  a="$(printf '%s\n' "${ta[@]}" | median)"; b="$(printf '%s\n' "${tb[@]}" | median)"
+  rss="$(printf '%s\n' "${ra[@]}" | sort -n | tail -1)"
+  local ratio; ratio="$(awk -v a="$a" -v b="$b" 'BEGIN { if (b > 0) printf "%.2f×", a / b; else print "n/a" }')"
+  echo "| $name | ${a} s | ${label} ${b} s | $ratio | $((rss / 1024)) MiB |" | tee -a "$out"
+}
+
+start_nginx() {
+  nginx_pid="$(Benchmarks/nginx.sh "$work/books" "$port" "$work/nginx")"
+  base="http://127.0.0.1:$port"
+}
+
+books() { # COUNT SIZE PREFIX
+  python3 Benchmarks/make-books.py "$work/books" "$1" "$2" "$3"
+}
+
+start_nginx
+
+if [ "$what" = all ] || [ "$what" = batch ]; then
+  books 500 1048576 m
+  seq 0 499 | sed "s#.*#$base/m&.epub#" >"$work/batch-500.txt"
+  compare "500 × 1 MiB, concurrency 8" "xargs -P 8 curl" \
+    "rm -rf $work/c1 $work/d1; mkdir -p $work/d1" "$bin download --from $work/batch-500.txt --concurrency 8 --cache-dir $work/c1" \
+    "rm -rf $work/d1; mkdir -p $work/d1" "cd $work/d1 && xargs -P 8 -n 1 curl -s -O <$work/batch-500.txt"
+  compare "500 × 1 MiB, concurrency 8" "aria2c -j 8" \
+    "rm -rf $work/c1" "$bin download --from $work/batch-500.txt --concurrency 8 --cache-dir $work/c1" \
+    "rm -rf $work/d2; mkdir -p $work/d2" "aria2c -q -j 8 -x 1 --allow-overwrite=true --auto-file-renaming=false -d $work/d2 -i $work/batch-500.txt"
+fi
+
+if [ "$what" = all ] || [ "$what" = small ]; then
+  books 2000 65536 s
+  seq 0 1999 | sed "s#.*#$base/s&.epub#" >"$work/batch-2000.txt"
+  compare "2000 × 64 KiB, concurrency 16" "xargs -P 16 curl" \
+    "rm -rf $work/c2" "$bin download --from $work/batch-2000.txt --concurrency 16 --cache-dir $work/c2" \
+    "rm -rf $work/d3; mkdir -p $work/d3" "cd $work/d3 && xargs -P 16 -n 1 curl -s -O <$work/batch-2000.txt"
+fi
+
+if [ "$what" = all ] || [ "$what" = large ]; then
+  books 1 1073741824 big
+  compare "1 GiB EPUB (download, hash, validate)" "curl -o" \
+    "rm -rf $work/c3" "$bin download $base/big0.epub --cache-dir $work/c3" \
+    "rm -f $work/big.out" "curl -s -o $work/big.out $base/big0.epub"
+fi
+
+echo >>"$out"
+echo "Written to $out" >&2
