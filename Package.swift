@@ -68,15 +68,18 @@ let package = Package(
         ),
         .testTarget(
             name: "DownloadQueueTests",
-            dependencies: ["DownloadQueue", "BookCacheTestSupport"]
+            dependencies: [
+                "DownloadQueue", "BookCacheTestSupport",
+                .product(name: "Logging", package: "swift-log"), .product(name: "Crypto", package: "swift-crypto"),
+            ]
         ),
         .testTarget(
             name: "BookCacheTests",
-            dependencies: ["BookCache", "BookCacheTestSupport"]
+            dependencies: ["BookCache", "BookCacheTestSupport", .product(name: "Logging", package: "swift-log")]
         ),
         .testTarget(
             name: "BookCacheCLITests",
-            dependencies: ["BookCache", "BookCacheTestSupport"]
+            dependencies: ["BookCache", "BookCacheTestSupport", .product(name: "Crypto", package: "swift-crypto")]
         ),
     ],
     swiftLanguageModes: [.v6]

@@ -105,6 +105,14 @@ public struct BookCacheError: Error, Sendable, CustomStringConvertible {
         return error
     }
 
+    static func diskFull(_ id: BookID?, path: String) -> BookCacheError {
+        var error = BookCacheError(
+            .insufficientStorage,
+            "insufficient storage: the disk holding \(path) filled up\(id.map { " while storing \($0)" } ?? ""); nothing was cached — free some space or delete cached books, then try again")
+        error.bookID = id?.description
+        return error
+    }
+
     static func fileCorrupted(_ id: BookID, reason: String) -> BookCacheError {
         var error = BookCacheError(
             .fileCorrupted,

@@ -36,14 +36,15 @@ public enum ProcessRunner {
         environment: [String: String] = [:],
         stdin: Data? = nil
     ) async throws -> ProcessResult {
-        // Waiting for a child blocks a thread: do it on a dispatch thread, never on the
-        // cooperative pool that the test's own tasks need.
+        // Waiting for a child blocks a thread: do it on a thread of its own. Not on a dispatch
+        // queue: on Linux the concurrency pool runs on dispatch's threads, and blocking them
+        // starves the test's own tasks.
         try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global().async {
+            Thread {
                 continuation.resume(with: Result {
                     try runBlocking(executable, arguments, environment: environment, stdin: stdin)
                 })
-            }
+            }.start()
         }
     }
 
@@ -73,22 +74,34 @@ public enum ProcessRunner {
         if let stdin { input.fileHandleForWriting.write(stdin) }
         try input.fileHandleForWriting.close()
         // Read both pipes to the end before waiting, so a chatty child never blocks on a full pipe.
-        let group = DispatchGroup()
-        nonisolated(unsafe) var errData = Data()
-        group.enter()
-        DispatchQueue.global().async {
-            errData = err.fileHandleForReading.readDataToEndOfFile()
-            group.leave()
-        }
-        let outData = out.fileHandleForReading.readDataToEndOfFile()
-        group.wait()
+        let errData = readToEnd(err, while: { out.fileHandleForReading.readDataToEndOfFile() })
+        let outData = errData.other
         process.waitUntilExit()
         return ProcessResult(
             status: process.terminationStatus,
             stdout: String(decoding: outData, as: UTF8.self),
-            stderr: String(decoding: errData, as: UTF8.self)
+            stderr: String(decoding: errData.data, as: UTF8.self)
         )
     }
+}
+
+/// Reads `pipe` to its end on a thread of its own while `other` runs here, so neither pipe of a
+/// chatty child fills up and blocks it.
+private func readToEnd(_ pipe: Pipe, while other: () -> Data) -> (data: Data, other: Data) {
+    let box = DataBox()
+    let done = DispatchSemaphore(value: 0)
+    Thread {
+        box.data = pipe.fileHandleForReading.readDataToEndOfFile()
+        done.signal()
+    }.start()
+    let otherData = other()
+    done.wait()
+    return (box.data, otherData)
+}
+
+private final class DataBox: @unchecked Sendable {
+    // Written by one thread before the semaphore is signalled, read after it is waited on.
+    var data = Data()
 }
 
 /// A child process started by ``ProcessRunner/launch(_:_:environment:)``, for tests that signal it.
@@ -116,23 +129,15 @@ public final class RunningProcess: @unchecked Sendable {
     /// Waits for the child to exit and returns what it printed.
     public func wait() async -> ProcessResult {
         await withCheckedContinuation { continuation in
-            DispatchQueue.global().async {
-                let group = DispatchGroup()
-                nonisolated(unsafe) var errData = Data()
-                group.enter()
-                DispatchQueue.global().async {
-                    errData = self.errors.fileHandleForReading.readDataToEndOfFile()
-                    group.leave()
-                }
-                let outData = self.output.fileHandleForReading.readDataToEndOfFile()
-                group.wait()
+            Thread {
+                let read = readToEnd(self.errors, while: { self.output.fileHandleForReading.readDataToEndOfFile() })
                 self.process.waitUntilExit()
                 continuation.resume(
                     returning: ProcessResult(
                         status: self.process.terminationStatus,
-                        stdout: String(decoding: outData, as: UTF8.self),
-                        stderr: String(decoding: errData, as: UTF8.self)))
-            }
+                        stdout: String(decoding: read.other, as: UTF8.self),
+                        stderr: String(decoding: read.data, as: UTF8.self)))
+            }.start()
         }
     }
 }

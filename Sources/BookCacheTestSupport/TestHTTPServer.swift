@@ -33,6 +33,14 @@ public final class TestHTTPServer: Sendable {
         case chunkedDropAfter(bytes: Int)
         /// Answer 206 with the bytes from `offset` on, whatever range was asked for.
         case partialFrom(offset: Int)
+        /// Announce `Content-Length: length` whatever the file's size, and send the file.
+        case contentLength(String)
+        /// Send `extra` bytes of junk after the announced body.
+        case trailingJunk(extra: Int)
+        /// Send the head and a few bytes, then nothing more (the connection stays open).
+        case stall
+        /// Redirect (302) to this location.
+        case redirect(to: String)
     }
 
     /// One request as the server saw it.
@@ -52,6 +60,7 @@ public final class TestHTTPServer: Sendable {
         var maxInFlight = 0
         var heldPaths: Set<String> = []
         var holdUntilConcurrent: Int?
+        var slowBodies: (chunk: Int, pause: TimeAmount)?
         var held: [EventLoopPromise<Void>] = []
         var arrivalWaiters: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
     }
@@ -146,6 +155,10 @@ public final class TestHTTPServer: Sendable {
         var body: Data
         var chunked = false
         var dropAfter: Int?
+        /// Write the body as raw bytes after the head, whatever Content-Length says.
+        var rawLength = false
+        /// Send the head and a little of the body, then nothing.
+        var stall = false
     }
 
     /// Holds every request to `path` until ``releaseHeld()``.
@@ -157,6 +170,16 @@ public final class TestHTTPServer: Sendable {
     /// client that sends more than `count` at once is seen doing so.
     public func holdUntilConcurrent(_ count: Int) {
         state.withLock { $0.holdUntilConcurrent = count }
+    }
+
+    /// Sends every plain file body in chunks of `chunk` bytes with a pause between them, so a
+    /// client is caught mid-body (for kill and interrupt tests).
+    public func slowBodies(chunk: Int, pause: Duration) {
+        state.withLock { $0.slowBodies = (chunk, TimeAmount(pause)) }
+    }
+
+    fileprivate var slowness: (chunk: Int, pause: TimeAmount)? {
+        state.withLock { $0.slowBodies }
     }
 
     /// Answers every held request and stops holding.
@@ -234,6 +257,24 @@ public final class TestHTTPServer: Sendable {
             return reply
         case .ignoreRange:
             return fileReply(path: path, requestHeaders: headers, honourRange: false) ?? Self.statusReply(404)
+        case .contentLength(let value):
+            guard var reply = fileReply(path: path, requestHeaders: headers, honourRange: false) else { return Self.statusReply(404) }
+            reply.headers.replaceOrAdd(name: "Content-Length", value: value)
+            reply.rawLength = true
+            return reply
+        case .trailingJunk(let extra):
+            guard var reply = fileReply(path: path, requestHeaders: headers, honourRange: false) else { return Self.statusReply(404) }
+            reply.body.append(Data(repeating: 0x41, count: extra))
+            reply.rawLength = true
+            return reply
+        case .stall:
+            guard var reply = fileReply(path: path, requestHeaders: headers, honourRange: false) else { return Self.statusReply(404) }
+            reply.stall = true
+            return reply
+        case .redirect(let location):
+            var reply = Self.statusReply(302)
+            reply.headers.replaceOrAdd(name: "Location", value: location)
+            return reply
         case .partialFrom(let offset):
             guard var reply = fileReply(path: path, requestHeaders: headers, honourRange: false), offset < reply.body.count else {
                 return Self.statusReply(404)
@@ -350,6 +391,34 @@ public final class TestHTTPServer: Sendable {
     }
 }
 
+extension RequestHandler {
+    /// Writes `body` a chunk at a time with pauses, then ends the response.
+    fileprivate func writeSlowly(_ body: Data, offset: Int, chunk: Int, pause: TimeAmount, context: ChannelHandlerContext, keepAlive: Bool) {
+        let server = self.server
+        let end = min(offset + chunk, body.count)
+        var buffer = context.channel.allocator.buffer(capacity: end - offset)
+        buffer.writeBytes(body[offset..<end])
+        context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil)
+        let channel = context.channel
+        if end == body.count {
+            context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in
+                server.end()
+                if !keepAlive { channel.close(promise: nil) }
+            }
+            return
+        }
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        context.eventLoop.scheduleTask(in: pause) {
+            let (handler, context) = bound.value
+            guard context.channel.isActive else {
+                server.end()
+                return
+            }
+            handler.writeSlowly(body, offset: end, chunk: chunk, pause: pause, context: context, keepAlive: keepAlive)
+        }
+    }
+}
+
 private final class RequestHandler: ChannelInboundHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
@@ -386,6 +455,23 @@ private final class RequestHandler: ChannelInboundHandler {
         var response = HTTPResponseHead(version: request.version, status: reply.status, headers: reply.headers)
         if !request.isKeepAlive { response.headers.replaceOrAdd(name: "Connection", value: "close") }
         context.write(wrapOutboundOut(.head(response)), promise: nil)
+        if reply.stall {
+            var buffer = context.channel.allocator.buffer(capacity: 16)
+            buffer.writeBytes(reply.body.prefix(16))
+            context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil)
+            return
+        }
+        if reply.rawLength {
+            // Bypass the encoder's framing: the head promised one length, the wire carries another.
+            var buffer = context.channel.allocator.buffer(capacity: reply.body.count)
+            buffer.writeBytes(reply.body)
+            let channel = context.channel
+            context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(buffer)))).whenComplete { _ in
+                server.end()
+                channel.close(promise: nil)
+            }
+            return
+        }
         if let limit = reply.dropAfter, reply.chunked {
             let step = max(1, limit / 3)
             var offset = 0
@@ -426,6 +512,9 @@ private final class RequestHandler: ChannelInboundHandler {
                 context.write(wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil)
                 offset += step
             }
+        } else if let slow = server.slowness, !reply.body.isEmpty {
+            writeSlowly(reply.body, offset: 0, chunk: slow.chunk, pause: slow.pause, context: context, keepAlive: request.isKeepAlive)
+            return
         } else if !reply.body.isEmpty {
             var buffer = context.channel.allocator.buffer(capacity: reply.body.count)
             buffer.writeBytes(reply.body)

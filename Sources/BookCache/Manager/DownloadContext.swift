@@ -67,9 +67,9 @@ struct DownloadContext: Sendable {
                 return BookDownloadResult(
                     metadata: cached.record, fileURL: layout.url(forRelativePath: cached.record.localPath), wasAlreadyCached: true)
             }
-            throw Self.translate(error, id: id)
+            throw Self.translate(error, id: id, root: layout.root.path)
         } catch {
-            throw Self.translate(error, id: id)
+            throw Self.translate(error, id: id, root: layout.root.path)
         }
 
         // The file is whole; from here on it is either published or removed.
@@ -128,6 +128,8 @@ struct DownloadContext: Sendable {
                 for format in BookFormat.allCases where format != record.format {
                     try FileSystem.removeFile(layout.url(forRelativePath: layout.relativePath(for: id, format: format)))
                 }
+            } catch let error as FileSystem.CallError where error.code == ENOSPC || error.code == EDQUOT {
+                throw .diskFull(id, path: layout.root.path)
             } catch {
                 throw .cacheDirectoryUnusable(layout.root.path, "cannot store \(id) (\(error))")
             }
@@ -136,12 +138,17 @@ struct DownloadContext: Sendable {
     }
 
     /// Maps queue and transport errors to the cache's error.
-    static func translate(_ error: any Error, id: BookID) -> BookCacheError {
+    static func translate(_ error: any Error, id: BookID, root: String) -> BookCacheError {
         if let error = error as? BookCacheError { return error }
         guard let error = error as? DownloadError else {
             return .cancelled(id)
         }
         if let inner = error.underlying as? BookCacheError { return inner }
+        if error.kind == .fileSystem, let code = error.errnoCode, code == ENOSPC || code == EDQUOT {
+            var full = BookCacheError.diskFull(id, path: root)
+            full.underlying = error
+            return full
+        }
         switch error.kind {
         case .cancelled: return .cancelled(id)
         case .connectionFailed: return .networkUnavailable(id, cause: error)
