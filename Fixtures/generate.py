@@ -240,6 +240,10 @@ def main():
     deep = b"<container>" + b"<a>" * 100 + b"</a>" * 100 + b"</container>"
     write_zip(os.path.join(CORRUPT, "deep-container.epub"), replace_entry(base3, "META-INF/container.xml", data=deep))
 
+    # An enormous container.xml: 300 KB of whitespace inside an otherwise valid document.
+    huge = CONTAINER.format(root="OEBPS/content.opf").replace("<rootfiles>", "<rootfiles>" + " " * 300_000).encode()
+    write_zip(os.path.join(CORRUPT, "huge-container.epub"), replace_entry(base3, "META-INF/container.xml", data=huge))
+
     # Not books at all.
     open(os.path.join(CORRUPT, "error-page.epub"), "wb").write(
         b"<!DOCTYPE html>\n<html><head><title>404 Not Found</title></head><body><h1>Not Found</h1></body></html>\n"

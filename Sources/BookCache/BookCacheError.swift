@@ -32,6 +32,8 @@ public struct BookCacheError: Error, Sendable, CustomStringConvertible {
         public static let invalidURL = Kind("invalidURL")
         /// An expected checksum is not 64 hexadecimal digits.
         public static let invalidChecksum = Kind("invalidChecksum")
+        /// A size, duration, count or setting given by the user is malformed or out of range.
+        public static let invalidArgument = Kind("invalidArgument")
         /// The book is not in the cache.
         public static let notCached = Kind("notCached")
         /// The download was cancelled.
@@ -152,6 +154,10 @@ public struct BookCacheError: Error, Sendable, CustomStringConvertible {
         var error = BookCacheError(.invalidURL, "invalid URL '\(value.debugEscaped)': \(reason)")
         error.reason = reason
         return error
+    }
+
+    static func invalidArgument(_ message: String) -> BookCacheError {
+        BookCacheError(.invalidArgument, message)
     }
 
     static func notCached(_ id: BookID) -> BookCacheError {

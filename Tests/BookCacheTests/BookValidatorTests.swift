@@ -36,6 +36,7 @@ struct BookValidatorTests {
         ("corrupt/zip-bomb.epub", "zip bomb"),
         ("corrupt/encrypted-entry.epub", "encrypted"),
         ("corrupt/deep-container.epub", "deeper"),
+        ("corrupt/huge-container.epub", "more than the limit"),
         ("corrupt/error-page.epub", "HTML page"),
         ("corrupt/truncated.pdf", "truncated"),
         ("corrupt/empty.pdf", "empty"),

@@ -320,6 +320,10 @@ final class IndexStore: Sendable {
             return try lock.withLock(shared: shared) { try body() }
         } catch let error as BookCacheError {
             throw error
+        } catch let error as FileSystem.CallError where error.code == EROFS {
+            throw .cacheDirectoryUnusable(layout.root.path, "it is on a read-only filesystem, so nothing can be changed (nothing was)")
+        } catch let error as FileSystem.CallError where error.code == EACCES || error.code == EPERM {
+            throw .cacheDirectoryUnusable(layout.root.path, "this user may not write to it (\(error)); nothing was changed")
         } catch {
             throw .cacheDirectoryUnusable(layout.root.path, "cannot lock the index (\(error))")
         }

@@ -73,10 +73,16 @@ public actor BookCacheManager {
     /// - Parameter id: The book.
     /// - Returns: The file's URL.
     /// - Throws: ``BookCacheError`` when the cache cannot be read or written.
+    /// On a cache that cannot be written (a read-only mount), the file is still returned and
+    /// the access is not recorded; a warning is logged.
     public func cachedFile(for id: BookID) throws(BookCacheError) -> URL? {
-        guard try cachedRecord(id) != nil else { return nil }
-        try touch(id)
-        return try cachedRecord(id).map { layout.url(forRelativePath: $0.localPath) }
+        guard let record = try cachedRecord(id) else { return nil }
+        do {
+            try touch(id)
+        } catch where error.kind == .cacheDirectoryUnusable {
+            logger.warning("could not record the access; the book is still readable", metadata: ["id": "\(id)", "error": "\(error.message)"])
+        }
+        return layout.url(forRelativePath: record.localPath)
     }
 
     /// The record of a cached book, or `nil`.

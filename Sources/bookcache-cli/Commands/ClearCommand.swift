@@ -19,7 +19,7 @@ struct ClearCommand: AsyncParsableCommand {
     var yes = false
 
     func run() async throws {
-        let manager = global.merged(with: root.global).makeManager()
+        let manager = try global.merged(with: root.global).makeManager()
         do {
             let books = try await manager.allBooks().filter { type == nil || $0.bookType == type }
             if books.isEmpty {

@@ -21,7 +21,7 @@ struct DeleteCommand: AsyncParsableCommand {
 
     func run() async throws {
         let bookIDs = try ids.map(parseID)
-        let manager = global.merged(with: root.global).makeManager()
+        let manager = try global.merged(with: root.global).makeManager()
         var missing = 0
         for id in bookIDs {
             do {

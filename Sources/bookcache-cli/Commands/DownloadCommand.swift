@@ -60,8 +60,23 @@ struct DownloadCommand: AsyncParsableCommand {
     @Option(help: "Extra attempts after the first for a failed download (0–20).")
     var retries: Int = 3
 
+    @Option(help: ArgumentHelp(
+        "Free space to leave on the cache's filesystem when a book's size is known, such as 500MB or 1GiB (default 100MB, or $BOOKCACHE_RESERVE).",
+        valueName: "size"))
+    var reserve: String?
+
     @Flag(help: "Print one JSON object per finished book on stdout, then a summary object.")
     var json = false
+
+    private var reserveSize: ByteSize? {
+        get throws {
+            do {
+                return try reserve.map { text throws(BookCacheError) in try ByteSize(parsing: text) }
+            } catch {
+                throw ValidationError("--reserve: \(error.message)")
+            }
+        }
+    }
 
     func validate() throws {
         guard !urls.isEmpty || manifest != nil else {
@@ -77,6 +92,8 @@ struct DownloadCommand: AsyncParsableCommand {
             throw ValidationError("Cannot read the manifest '\(manifest)'.")
         }
         _ = try commandLineRequests()
+        _ = try reserveSize
+        _ = try GlobalOptions.environmentReserve()
     }
 
     /// The requests named on the command line, checked before any I/O.
@@ -116,7 +133,7 @@ struct DownloadCommand: AsyncParsableCommand {
         let reporter = BatchReporter(mode: mode, total: items.count, batch: batch)
         for warning in warnings { reporter.warning(warning) }
 
-        let manager = options.makeManager(concurrency: concurrency, retries: retries)
+        let manager = try options.makeManager(concurrency: concurrency, retries: retries, reserve: try reserveSize)
         let work = Task {
             await withTaskGroup(of: Void.self) { group in
                 for item in items {

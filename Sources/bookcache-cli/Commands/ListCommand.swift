@@ -20,7 +20,7 @@ struct ListCommand: AsyncParsableCommand {
     var json = false
 
     func run() async throws {
-        let manager = global.merged(with: root.global).makeManager()
+        let manager = try global.merged(with: root.global).makeManager()
         var books: [CachedBookMetadata]
         do {
             books = try await manager.allBooks()

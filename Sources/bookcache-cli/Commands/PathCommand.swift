@@ -21,7 +21,7 @@ struct PathCommand: AsyncParsableCommand {
 
     func run() async throws {
         let bookID = try parseID(id)
-        let manager = global.merged(with: root.global).makeManager()
+        let manager = try global.merged(with: root.global).makeManager()
         do {
             guard let url = try await manager.cachedFile(for: bookID) else {
                 Terminal.writeError("error: \(bookID) is not cached")

@@ -15,7 +15,7 @@ struct StatsCommand: AsyncParsableCommand {
     var json = false
 
     func run() async throws {
-        let manager = global.merged(with: root.global).makeManager()
+        let manager = try global.merged(with: root.global).makeManager()
         let stats: CacheStatistics
         do {
             stats = try await manager.statistics()

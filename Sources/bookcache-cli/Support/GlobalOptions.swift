@@ -19,15 +19,30 @@ struct GlobalOptions: ParsableArguments {
         return merged
     }
 
-    func makeManager(concurrency: Int = 4, retries: Int = 3) -> BookCacheManager {
+    func makeManager(concurrency: Int = 4, retries: Int = 3, reserve: ByteSize? = nil) throws -> BookCacheManager {
         CLILogging.bootstrap(verbose: verbose)
         let root = CacheLayout.defaultRoot(explicit: cacheDir)
-        let configuration = BookCacheConfiguration(
+        var configuration = BookCacheConfiguration(
             rootDirectory: root,
             maxConcurrentDownloads: concurrency,
             retryPolicy: RetryPolicy(retries: retries)
         )
+        if let reserve = try reserve ?? Self.environmentReserve() {
+            configuration.storageReserveBytes = reserve.bytes
+        }
         return BookCacheManager(configuration: configuration, logger: Logger(label: "bookcache"))
+    }
+}
+
+extension GlobalOptions {
+    /// `BOOKCACHE_RESERVE`, when set: the free space to keep, for scripts and tests.
+    static func environmentReserve() throws -> ByteSize? {
+        guard let text = ProcessInfo.processInfo.environment["BOOKCACHE_RESERVE"], !text.isEmpty else { return nil }
+        do {
+            return try ByteSize(parsing: text)
+        } catch {
+            throw ValidationError("BOOKCACHE_RESERVE: \(error.message)")
+        }
     }
 }
 
