@@ -107,6 +107,29 @@ public struct BookCacheError: Error, Sendable, CustomStringConvertible {
         return error
     }
 
+    static func overBudget(_ id: BookID, size: Int64, budget: Int64) -> BookCacheError {
+        var error = BookCacheError(
+            .insufficientStorage,
+            "insufficient storage: \(id) is \(ByteFormat.string(size)), more than the whole cache budget of \(ByteFormat.string(budget)); raise it with 'bookcache config set max-size SIZE' or --max-size")
+        error.bookID = id.description
+        error.neededBytes = size
+        error.availableBytes = budget
+        return error
+    }
+
+    static func budgetFull(_ id: BookID, size: Int64, budget: Int64?, keep: Int?) -> BookCacheError {
+        var limits: [String] = []
+        if let budget { limits.append("a budget of \(ByteFormat.string(budget))") }
+        if let keep { limits.append("at most \(keep) books") }
+        var error = BookCacheError(
+            .insufficientStorage,
+            "insufficient storage: \(id) (\(ByteFormat.string(size))) does not fit in \(limits.joined(separator: " and ")) because pinned or busy books fill it; unpin some, delete some, or raise the limit")
+        error.bookID = id.description
+        error.neededBytes = size
+        error.availableBytes = budget
+        return error
+    }
+
     static func diskFull(_ id: BookID?, path: String) -> BookCacheError {
         var error = BookCacheError(
             .insufficientStorage,

@@ -18,6 +18,11 @@ struct BookCacheCommand: AsyncParsableCommand {
             DeleteCommand.self,
             ClearCommand.self,
             StatsCommand.self,
+            VerifyCommand.self,
+            PruneCommand.self,
+            PinCommand.self,
+            UnpinCommand.self,
+            ConfigCommand.self,
         ]
     )
 

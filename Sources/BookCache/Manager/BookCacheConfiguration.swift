@@ -7,8 +7,17 @@ public struct BookCacheConfiguration: Sendable {
     public var rootDirectory: URL
     /// The most downloads at once.
     public var maxConcurrentDownloads: Int
-    /// Free space to leave on the cache's filesystem after a download whose size is known.
-    public var storageReserveBytes: Int64
+    /// Free space to leave on the cache's filesystem after a download whose size is known;
+    /// `nil` means the cache's `reserve` setting, else ``defaultReserveBytes``.
+    public var storageReserveBytes: Int64?
+    /// The size budget; `nil` means the cache's `max-size` setting (none by default).
+    public var maxSizeBytes: Int64?
+    /// The most books kept; `nil` means the cache's `keep` setting (none by default).
+    public var keepCount: Int?
+    /// Whether books may be evicted (least recently used first) to make free space on the disk.
+    public var evictForSpace: Bool
+    /// Measures the free bytes on the filesystem holding a folder; injectable for tests.
+    public var freeSpace: @Sendable (URL) throws -> Int64
     /// The largest book accepted, announced or actual.
     public var maxBookBytes: Int64
     /// Bounds for EPUB validation.
@@ -24,7 +33,11 @@ public struct BookCacheConfiguration: Sendable {
     /// - Parameters:
     ///   - rootDirectory: The cache root; created on first use.
     ///   - maxConcurrentDownloads: 4 by default.
-    ///   - storageReserveBytes: 100 MB by default.
+    ///   - storageReserveBytes: The cache's setting, else 100 MB, by default.
+    ///   - maxSizeBytes: The cache's `max-size` setting by default.
+    ///   - keepCount: The cache's `keep` setting by default.
+    ///   - evictForSpace: `true` by default.
+    ///   - freeSpace: `statvfs` by default.
     ///   - maxBookBytes: 16 GiB by default.
     ///   - validationLimits: Bounds for EPUB validation.
     ///   - now: The clock; the system clock by default.
@@ -33,7 +46,11 @@ public struct BookCacheConfiguration: Sendable {
     public init(
         rootDirectory: URL,
         maxConcurrentDownloads: Int = 4,
-        storageReserveBytes: Int64 = 100_000_000,
+        storageReserveBytes: Int64? = nil,
+        maxSizeBytes: Int64? = nil,
+        keepCount: Int? = nil,
+        evictForSpace: Bool = true,
+        freeSpace: @escaping @Sendable (URL) throws -> Int64 = { try BookCacheConfiguration.statvfsFreeSpace($0) },
         maxBookBytes: Int64 = 16 << 30,
         validationLimits: ValidationLimits = ValidationLimits(),
         now: @escaping @Sendable () -> Date = { Date() },
@@ -43,10 +60,27 @@ public struct BookCacheConfiguration: Sendable {
         self.rootDirectory = rootDirectory
         self.maxConcurrentDownloads = maxConcurrentDownloads
         self.storageReserveBytes = storageReserveBytes
+        self.maxSizeBytes = maxSizeBytes
+        self.keepCount = keepCount
+        self.evictForSpace = evictForSpace
+        self.freeSpace = freeSpace
         self.maxBookBytes = maxBookBytes
         self.validationLimits = validationLimits
         self.now = now
         self.retryPolicy = retryPolicy
         self.downloadClock = downloadClock
+    }
+
+    /// The free space kept by default: 100 MB.
+    public static let defaultReserveBytes: Int64 = 100_000_000
+
+    /// Free bytes for an unprivileged user on the filesystem holding `url` (or its nearest
+    /// existing parent).
+    public static func statvfsFreeSpace(_ url: URL) throws -> Int64 {
+        var probe = url
+        while !FileManager.default.fileExists(atPath: probe.path) && probe.path != "/" {
+            probe = probe.deletingLastPathComponent()
+        }
+        return try FileSystem.availableBytes(at: probe)
     }
 }

@@ -26,9 +26,12 @@ public actor BookCacheManager {
     /// Where the cache keeps its files.
     public nonisolated let layout: CacheLayout
     private let configuration: BookCacheConfiguration
-    private let store: IndexStore
+    let store: IndexStore
     private let queue: DownloadQueue
-    private let logger: Logger
+    private let settingsStore: SettingsStore
+    let usageTracker = UsageTracker()
+    let evictionRunner: Evictor
+    let logger: Logger
     private var inFlight: [BookID: InFlight] = [:]
     private var swept = false
 
@@ -51,6 +54,9 @@ public actor BookCacheManager {
         self.configuration = configuration
         self.logger = logger
         self.store = IndexStore(layout: layout, logger: logger)
+        self.settingsStore = SettingsStore(layout: layout)
+        self.evictionRunner = Evictor(
+            layout: layout, store: store, settings: settingsStore, configuration: configuration, usage: usageTracker, logger: logger)
         self.queue = DownloadQueue(
             maxConcurrent: configuration.maxConcurrentDownloads, retryPolicy: configuration.retryPolicy,
             transport: transport, clock: configuration.downloadClock, logger: logger)
@@ -110,22 +116,30 @@ public actor BookCacheManager {
             let ofType = books.filter { $0.bookType == type }
             byType[type] = .init(count: ofType.count, bytes: ofType.reduce(0) { $0 + $1.fileSize })
         }
-        var probe = layout.root
-        while !FileManager.default.fileExists(atPath: probe.path) && probe.path != "/" {
-            probe = probe.deletingLastPathComponent()
-        }
-        let available: Int64
-        do {
-            available = try FileSystem.availableBytes(at: probe)
-        } catch {
-            throw .cacheDirectoryUnusable(layout.root.path, "\(error)")
-        }
+        let available = try evictionRunner.freeSpace()
+        let limits = try evictionRunner.limits()
+        let pinned = books.filter(\.pinned)
         return CacheStatistics(
             byType: byType, totalCount: books.count, totalBytes: books.reduce(0) { $0 + $1.fileSize },
-            availableBytes: available, rootPath: layout.root.path)
+            availableBytes: available, pinnedBytes: pinned.reduce(0) { $0 + $1.fileSize }, pinnedCount: pinned.count,
+            maxSize: limits.maxSize, keep: limits.keep, reserve: limits.reserve, rootPath: layout.root.path)
     }
 
     // MARK: - Changing
+
+    var configurationMaxSize: Int64? { configuration.maxSizeBytes }
+    var validationLimits: ValidationLimits { configuration.validationLimits }
+    var configurationKeep: Int? { configuration.keepCount }
+    func now() -> Date { configuration.now() }
+
+    /// Changes one record under the index lock.
+    func updateRecord(_ id: BookID, _ change: @escaping (inout CachedBookMetadata) -> Void) throws(BookCacheError) {
+        try store.update { index throws(BookCacheError) in
+            guard var record = index[id] else { return }
+            change(&record)
+            index[id] = record
+        }
+    }
 
     /// Records that a book was used now, for LRU eviction.
     /// - Parameter id: The book.
@@ -152,7 +166,7 @@ public actor BookCacheManager {
         guard store.exists else { return false }
         var removed = false
         try store.update { index throws(BookCacheError) in
-            removed = try removeFiles(of: id, recordedAt: index[id]?.localPath)
+            removed = try removeFiles(of: id, recordedAt: index[id]?.localPath, cover: index[id]?.coverPath)
             if index[id] != nil {
                 index[id] = nil
                 removed = true
@@ -174,7 +188,7 @@ public actor BookCacheManager {
             for record in index.books.values where type == nil || record.bookType == type {
                 let id = try record.bookID
                 inFlight[id]?.task.cancel()
-                _ = try removeFiles(of: id, recordedAt: record.localPath)
+                _ = try removeFiles(of: id, recordedAt: record.localPath, cover: record.coverPath)
                 index[id] = nil
                 removed.append(id)
             }
@@ -239,7 +253,7 @@ public actor BookCacheManager {
         try prepareDirectories()
         let progress = ProgressBox()
         let context = DownloadContext(
-            layout: layout, store: store, queue: queue, configuration: configuration, logger: logger)
+            layout: layout, store: store, queue: queue, configuration: configuration, evictor: evictionRunner, usage: usageTracker, logger: logger)
         let task = Task {
             try await context.run(request) { event in
                 if case .progress(_, let value) = event { progress.value = value }
@@ -292,6 +306,11 @@ public actor BookCacheManager {
         }
     }
 
+    /// Creates the cache's folders if needed, for anything that writes.
+    func prepareForWriting() throws(BookCacheError) {
+        try prepareDirectories()
+    }
+
     private func prepareDirectories() throws(BookCacheError) {
         try checkRootIsUsable()
         do {
@@ -338,9 +357,10 @@ public actor BookCacheManager {
     }
 
     /// Removes a book's file(s) and sidecar. Called under the index lock.
-    private func removeFiles(of id: BookID, recordedAt localPath: String?) throws(BookCacheError) -> Bool {
+    private func removeFiles(of id: BookID, recordedAt localPath: String?, cover: String?) throws(BookCacheError) -> Bool {
         var paths = BookFormat.allCases.map { layout.relativePath(for: id, format: $0) }
         if let localPath, !paths.contains(localPath) { paths.append(localPath) }
+        if let cover { paths.append(cover) }
         paths.append(layout.relativeSidecarPath(for: id))
         var removed = false
         for path in paths {

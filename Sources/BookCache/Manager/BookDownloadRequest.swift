@@ -15,6 +15,13 @@ public struct BookDownloadRequest: Sendable, Hashable {
     public var expectedSHA256: String?
     /// Where the download goes in the queue.
     public var priority: DownloadPriority
+    /// Pin the book, so it is never evicted automatically.
+    public var pin: Bool = false
+    /// The size the caller expects (from a manifest); used for the free-space check when the
+    /// server does not announce one.
+    public var expectedSize: Int64?
+    /// The sync source (manifest or feed) that asks for the book, if any.
+    public var syncSource: String?
 
     /// Creates a request, checking every field before any I/O.
     /// - Parameters:
@@ -116,6 +123,16 @@ public struct CacheStatistics: Sendable, Hashable, Codable {
     public var totalBytes: Int64
     /// Free bytes on the cache's filesystem.
     public var availableBytes: Int64
+    /// Bytes held by pinned books.
+    public var pinnedBytes: Int64
+    /// How many books are pinned.
+    public var pinnedCount: Int
+    /// The size budget in force, if any.
+    public var maxSize: Int64?
+    /// The count limit in force, if any.
+    public var keep: Int?
+    /// The free space kept on the filesystem.
+    public var reserve: Int64
     /// The cache root.
     public var rootPath: String
 }

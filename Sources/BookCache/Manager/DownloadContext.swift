@@ -11,6 +11,8 @@ struct DownloadContext: Sendable {
     let store: IndexStore
     let queue: DownloadQueue
     let configuration: BookCacheConfiguration
+    let evictor: Evictor
+    let usage: UsageTracker
     let logger: Logger
 
     func run(
@@ -18,6 +20,8 @@ struct DownloadContext: Sendable {
         onEvent: @escaping @Sendable (DownloadEvent) -> Void
     ) async throws(BookCacheError) -> BookDownloadResult {
         let id = request.id
+        usage.begin(id)
+        defer { usage.end(id) }
         // The book's lock is taken when the queue gives the job a slot, so thousands of waiting
         // jobs hold no file descriptors; it is held until the book is published or given up.
         let lock = LockHolder()
@@ -27,8 +31,7 @@ struct DownloadContext: Sendable {
         let store = self.store
 
         let partial = layout.partialFile(for: id)
-        let root = layout.root
-        let reserve = configuration.storageReserveBytes
+        let evictor = self.evictor
         let file: DownloadedFile
         do {
             let job = DownloadRequest(
@@ -38,12 +41,10 @@ struct DownloadContext: Sendable {
                 maxBytes: configuration.maxBookBytes,
                 resume: true,
                 checkHead: { head in
-                    guard let length = head.remainingLength ?? head.expectedLength else { return }
-                    let available = try FileSystem.availableBytes(at: root)
-                    let (needed, overflow) = length.addingReportingOverflow(reserve)
-                    if overflow || available < needed {
-                        throw BookCacheError.insufficientStorage(needed: overflow ? .max : needed, available: available, path: root.path)
-                    }
+                    // Room for what is still to come: the budget, the count and the free space,
+                    // evicting least-recently-used books when that makes it fit.
+                    guard let length = head.remainingLength ?? head.expectedLength ?? request.expectedSize else { return }
+                    try evictor.makeRoom(for: length, id: id)
                 },
                 willStart: {
                     do {
@@ -88,6 +89,10 @@ struct DownloadContext: Sendable {
             throw .checksumMismatch(id, expected: expected, actual: file.sha256)
         }
         if Task.isCancelled { throw .cancelled(id) }
+        if let budget = try evictor.limits().maxSize, file.byteCount > budget {
+            // The size was not announced; now that it is known, the book cannot fit at all.
+            throw .overBudget(id, size: file.byteCount, budget: budget)
+        }
 
         let now = configuration.now()
         let relativePath = layout.relativePath(for: id, format: format)
@@ -105,19 +110,33 @@ struct DownloadContext: Sendable {
             etag: file.etag,
             lastModified: file.lastModified
         )
-        try publish(record, from: partial)
+        let stored = try publish(record, from: partial, pin: request.pin, syncSource: request.syncSource)
         published = true
+        do {
+            try evictor.enforce(after: id)
+        } catch {
+            logger.warning("the book is cached, but the cache could not be brought within its limits", metadata: ["id": "\(id)", "error": "\(error.message)"])
+        }
         logger.info(
             "cached", metadata: ["id": "\(id)", "bytes": "\(file.byteCount)", "sha256": "\(file.sha256)", "resumedFrom": "\(file.resumedFrom)"])
-        return BookDownloadResult(metadata: record, fileURL: layout.url(forRelativePath: relativePath), wasAlreadyCached: false)
+        return BookDownloadResult(metadata: stored, fileURL: layout.url(forRelativePath: relativePath), wasAlreadyCached: false)
     }
 
     /// Writes the sidecar, moves the file into place and records it, all under the index lock so
     /// another process never sees the three steps half done.
-    private func publish(_ record: CachedBookMetadata, from partial: URL) throws(BookCacheError) {
-        let destination = layout.url(forRelativePath: record.localPath)
-        let id = try record.bookID
+    /// A replaced book keeps its pin and its sync sources. Returns the record as stored.
+    private func publish(_ fresh: CachedBookMetadata, from partial: URL, pin: Bool, syncSource: String?) throws(BookCacheError) -> CachedBookMetadata {
+        let destination = layout.url(forRelativePath: fresh.localPath)
+        let id = try fresh.bookID
+        var record = fresh
         try store.update { index throws(BookCacheError) in
+            if let previous = index[id] {
+                record.pinned = previous.pinned
+                record.syncSources = previous.syncSources
+                if previous.coverPath != nil && record.coverPath == nil { record.coverPath = previous.coverPath }
+            }
+            record.pinned = record.pinned || pin
+            if let syncSource, !record.syncSources.contains(syncSource) { record.syncSources.append(syncSource) }
             do {
                 let sidecar = try MetadataCoding.encoder(pretty: true).encode(record)
                 // The sidecar's temporary file goes in partial/, so a crash never leaves one in a type folder.
@@ -135,6 +154,7 @@ struct DownloadContext: Sendable {
             }
             index[id] = record
         }
+        return record
     }
 
     /// Maps queue and transport errors to the cache's error.

@@ -18,11 +18,13 @@ public struct ManifestEntry: Sendable, Hashable {
     public var coverUrl: String?
     /// The expected size in bytes, if the manifest gives it.
     public var size: Int64?
+    /// Pin the book.
+    public var pin: Bool
 
     /// Creates an entry.
     public init(
         line: Int, url: String, id: String? = nil, type: BookType? = nil, title: String? = nil,
-        sha256: String? = nil, coverUrl: String? = nil, size: Int64? = nil
+        sha256: String? = nil, coverUrl: String? = nil, size: Int64? = nil, pin: Bool = false
     ) {
         self.line = line
         self.url = url
@@ -32,6 +34,7 @@ public struct ManifestEntry: Sendable, Hashable {
         self.sha256 = sha256
         self.coverUrl = coverUrl
         self.size = size
+        self.pin = pin
     }
 
     /// Checks every field and makes the download request.
@@ -41,7 +44,10 @@ public struct ManifestEntry: Sendable, Hashable {
         do {
             let parsedURL = try BookDownloadRequest.parseURL(url)
             let bookID = try BookID(type: type ?? defaultType, bookId: id ?? BookDownloadRequest.defaultBookId(for: parsedURL))
-            return try BookDownloadRequest(url: url, id: bookID, title: title, coverURL: coverUrl, expectedSHA256: sha256)
+            var request = try BookDownloadRequest(url: url, id: bookID, title: title, coverURL: coverUrl, expectedSHA256: sha256)
+            request.pin = pin
+            request.expectedSize = size
+            return request
         } catch {
             throw ManifestProblem(line: line, message: error.message)
         }

@@ -23,7 +23,7 @@ public struct ManifestParser: Sendable {
     public var maxLineBytes: Int
 
     /// The keys a line may have.
-    public static let knownKeys: Set<String> = ["url", "id", "type", "title", "sha256", "coverUrl", "size"]
+    public static let knownKeys: Set<String> = ["url", "id", "type", "title", "sha256", "coverUrl", "size", "pin"]
 
     /// Creates a parser.
     /// - Parameter maxLineBytes: 64 KiB by default.
@@ -176,9 +176,16 @@ public struct ManifestParser: Sendable {
             }
             size = exact
         }
+        var pin = false
+        if let value = object["pin"], !(value is NSNull) {
+            guard let number = value as? NSNumber, String(cString: number.objCType) == "c" else {
+                throw ManifestProblem(line: line, message: "'pin' must be true or false")
+            }
+            pin = number.boolValue
+        }
         return ManifestEntry(
             line: line, url: url, id: try string("id"), type: type, title: try string("title"),
-            sha256: try string("sha256"), coverUrl: try string("coverUrl"), size: size)
+            sha256: try string("sha256"), coverUrl: try string("coverUrl"), size: size, pin: pin)
     }
 
     private static func describe(_ error: any Error) -> String {

@@ -30,6 +30,64 @@ public struct CachedBookMetadata: Sendable, Codable, Hashable, Identifiable {
     public var etag: String?
     /// The server's `Last-Modified` when the file was downloaded.
     public var lastModified: String?
+    /// Pinned books are never evicted automatically.
+    public var pinned: Bool = false
+    /// Set when a check found that the server has a newer copy.
+    public var outdated: Bool = false
+    /// The cached cover image, relative to the cache root, if one was fetched.
+    public var coverPath: String?
+    /// The sync sources (manifest or feed URLs) that brought this book in; empty when it was
+    /// downloaded directly. Sync only ever removes books that it alone brought in.
+    public var syncSources: [String] = []
+
+    private enum CodingKeys: String, CodingKey {
+        case id, bookType, bookId, title, coverUrl, fileUrl, localPath, fileSize, downloadedAt, lastAccessedAt, checksum
+        case format, etag, lastModified, pinned, outdated, coverPath, syncSources
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        id = try c.decode(String.self, forKey: .id)
+        bookType = try c.decode(BookType.self, forKey: .bookType)
+        bookId = try c.decode(String.self, forKey: .bookId)
+        title = try c.decode(String.self, forKey: .title)
+        coverUrl = try c.decodeIfPresent(String.self, forKey: .coverUrl)
+        fileUrl = try c.decode(String.self, forKey: .fileUrl)
+        localPath = try c.decode(String.self, forKey: .localPath)
+        fileSize = try c.decode(Int64.self, forKey: .fileSize)
+        downloadedAt = try c.decode(Date.self, forKey: .downloadedAt)
+        lastAccessedAt = try c.decode(Date.self, forKey: .lastAccessedAt)
+        checksum = try c.decode(String.self, forKey: .checksum)
+        format = try c.decode(BookFormat.self, forKey: .format)
+        etag = try c.decodeIfPresent(String.self, forKey: .etag)
+        lastModified = try c.decodeIfPresent(String.self, forKey: .lastModified)
+        pinned = try c.decodeIfPresent(Bool.self, forKey: .pinned) ?? false
+        outdated = try c.decodeIfPresent(Bool.self, forKey: .outdated) ?? false
+        coverPath = try c.decodeIfPresent(String.self, forKey: .coverPath)
+        syncSources = try c.decodeIfPresent([String].self, forKey: .syncSources) ?? []
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(id, forKey: .id)
+        try c.encode(bookType, forKey: .bookType)
+        try c.encode(bookId, forKey: .bookId)
+        try c.encode(title, forKey: .title)
+        try c.encodeIfPresent(coverUrl, forKey: .coverUrl)
+        try c.encode(fileUrl, forKey: .fileUrl)
+        try c.encode(localPath, forKey: .localPath)
+        try c.encode(fileSize, forKey: .fileSize)
+        try c.encode(downloadedAt, forKey: .downloadedAt)
+        try c.encode(lastAccessedAt, forKey: .lastAccessedAt)
+        try c.encode(checksum, forKey: .checksum)
+        try c.encode(format, forKey: .format)
+        try c.encodeIfPresent(etag, forKey: .etag)
+        try c.encodeIfPresent(lastModified, forKey: .lastModified)
+        try c.encode(pinned, forKey: .pinned)
+        try c.encode(outdated, forKey: .outdated)
+        try c.encodeIfPresent(coverPath, forKey: .coverPath)
+        if !syncSources.isEmpty { try c.encode(syncSources, forKey: .syncSources) }
+    }
 
     /// The typed id.
     public var bookID: BookID {

@@ -60,6 +60,18 @@ struct DownloadCommand: AsyncParsableCommand {
     @Option(help: "Extra attempts after the first for a failed download (0–20).")
     var retries: Int = 3
 
+    @Flag(help: "Pin the books, so they are never evicted automatically.")
+    var pin = false
+
+    @Option(name: .customLong("max-size"), help: ArgumentHelp("A size budget for this run, such as 2GiB (default: the cache's max-size setting).", valueName: "size"))
+    var maxSize: String?
+
+    @Option(help: ArgumentHelp("Keep at most this many books (default: the cache's keep setting).", valueName: "n"))
+    var keep: String?
+
+    @Flag(name: .customLong("no-evict"), help: "Fail instead of evicting books to make free space on the disk.")
+    var noEvict = false
+
     @Option(help: ArgumentHelp(
         "Free space to leave on the cache's filesystem when a book's size is known, such as 500MB or 1GiB (default 100MB, or $BOOKCACHE_RESERVE).",
         valueName: "size"))
@@ -74,6 +86,19 @@ struct DownloadCommand: AsyncParsableCommand {
                 return try reserve.map { text throws(BookCacheError) in try ByteSize(parsing: text) }
             } catch {
                 throw ValidationError("--reserve: \(error.message)")
+            }
+        }
+    }
+
+    private var budget: (maxSize: Int64?, keep: Int?) {
+        get throws {
+            do {
+                return (
+                    try maxSize.map { text throws(BookCacheError) in try ByteSize(parsing: text).bytes },
+                    try keep.map { text throws(BookCacheError) in try CacheSettings.parseCount(text) }
+                )
+            } catch {
+                throw ValidationError(error.message)
             }
         }
     }
@@ -93,6 +118,7 @@ struct DownloadCommand: AsyncParsableCommand {
         }
         _ = try commandLineRequests()
         _ = try reserveSize
+        _ = try budget
         _ = try GlobalOptions.environmentReserve()
     }
 
@@ -133,7 +159,17 @@ struct DownloadCommand: AsyncParsableCommand {
         let reporter = BatchReporter(mode: mode, total: items.count, batch: batch)
         for warning in warnings { reporter.warning(warning) }
 
-        let manager = try options.makeManager(concurrency: concurrency, retries: retries, reserve: try reserveSize)
+        let limits = try budget
+        let manager = try options.makeManager(
+            concurrency: concurrency, retries: retries, reserve: try reserveSize, maxSize: limits.maxSize, keep: limits.keep,
+            evictForSpace: !noEvict)
+        if pin {
+            items = items.map { item in
+                guard case .request(var request, let source) = item else { return item }
+                request.pin = true
+                return .request(request, source: source)
+            }
+        }
         let work = Task {
             await withTaskGroup(of: Void.self) { group in
                 for item in items {

@@ -35,7 +35,15 @@ struct StatsCommand: AsyncParsableCommand {
         }
         table.rows.append(["total", "\(stats.totalCount)", ByteFormat.string(stats.totalBytes)])
         Terminal.write(table.render())
-        Terminal.write("free space: \(ByteFormat.string(stats.availableBytes))")
+        if let maxSize = stats.maxSize {
+            let percent = maxSize > 0 ? Int((Double(stats.totalBytes) / Double(maxSize) * 100).rounded()) : 100
+            Terminal.write("budget: \(ByteFormat.string(stats.totalBytes)) of \(ByteFormat.string(maxSize)) used (\(percent)%)")
+        } else {
+            Terminal.write("budget: none (set one with 'bookcache config set max-size 2GiB')")
+        }
+        if let keep = stats.keep { Terminal.write("count limit: \(stats.totalCount) of \(keep) books") }
+        Terminal.write("pinned: \(stats.pinnedCount) book\(stats.pinnedCount == 1 ? "" : "s"), \(ByteFormat.string(stats.pinnedBytes))")
+        Terminal.write("free space: \(ByteFormat.string(stats.availableBytes)) (reserve \(ByteFormat.string(stats.reserve)))")
         Terminal.write("cache: \(stats.rootPath)")
     }
 }

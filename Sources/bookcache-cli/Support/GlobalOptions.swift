@@ -19,12 +19,18 @@ struct GlobalOptions: ParsableArguments {
         return merged
     }
 
-    func makeManager(concurrency: Int = 4, retries: Int = 3, reserve: ByteSize? = nil) throws -> BookCacheManager {
+    func makeManager(
+        concurrency: Int = 4, retries: Int = 3, reserve: ByteSize? = nil, maxSize: Int64? = nil, keep: Int? = nil,
+        evictForSpace: Bool = true
+    ) throws -> BookCacheManager {
         CLILogging.bootstrap(verbose: verbose)
         let root = CacheLayout.defaultRoot(explicit: cacheDir)
         var configuration = BookCacheConfiguration(
             rootDirectory: root,
             maxConcurrentDownloads: concurrency,
+            maxSizeBytes: maxSize,
+            keepCount: keep,
+            evictForSpace: evictForSpace,
             retryPolicy: RetryPolicy(retries: retries)
         )
         if let reserve = try reserve ?? Self.environmentReserve() {

@@ -1,0 +1,99 @@
+import Crypto
+import Foundation
+import Logging
+
+/// Re-checks cached files against their records: present, same size, same SHA-256, still a
+/// valid EPUB or PDF; and finds files in the type folders that the index does not know.
+struct Verifier: Sendable {
+    let layout: CacheLayout
+    let limits: ValidationLimits
+    let logger: Logger
+
+    /// Checks `records` (and, when `scanStrays`, the type folders) and returns what is wrong.
+    func check(_ records: [CachedBookMetadata], known: [String: CachedBookMetadata], scanStrays: Bool) -> VerifyReport {
+        var problems: [VerifyReport.Problem] = []
+        for record in records.sorted(by: { $0.id < $1.id }) {
+            if let problem = check(record) { problems.append(problem) }
+        }
+        if scanStrays { problems += strays(known: known) }
+        return VerifyReport(checked: records.count, problems: problems.sorted { ($0.path, $0.kind.rawValue) < ($1.path, $1.kind.rawValue) })
+    }
+
+    /// The problem with one record's file, or `nil` when it is fine.
+    func check(_ record: CachedBookMetadata) -> VerifyReport.Problem? {
+        let url = layout.url(forRelativePath: record.localPath)
+        guard let size = FileSystem.fileSize(url) else {
+            return .init(kind: .missing, id: record.id, path: record.localPath, detail: "the file is gone")
+        }
+        guard size == record.fileSize else {
+            return .init(kind: .changed, id: record.id, path: record.localPath, detail: "size is \(size) bytes, recorded \(record.fileSize)")
+        }
+        switch Self.sha256(of: url) {
+        case .failure(let error):
+            return .init(kind: .missing, id: record.id, path: record.localPath, detail: "cannot be read (\(error))")
+        case .success(let digest) where digest != record.checksum:
+            return .init(kind: .changed, id: record.id, path: record.localPath, detail: "SHA-256 is \(digest), recorded \(record.checksum)")
+        case .success:
+            break
+        }
+        do {
+            let format = try BookValidator(limits: limits).validate(path: url.path)
+            if format != record.format {
+                return .init(kind: .corrupt, id: record.id, path: record.localPath, detail: "is now a \(format.rawValue), recorded \(record.format.rawValue)")
+            }
+        } catch {
+            return .init(kind: .corrupt, id: record.id, path: record.localPath, detail: error.reason)
+        }
+        return nil
+    }
+
+    /// Files in the type folders that no record accounts for.
+    private func strays(known: [String: CachedBookMetadata]) -> [VerifyReport.Problem] {
+        var expected = Set<String>()
+        for record in known.values {
+            expected.insert(record.localPath)
+            if let id = try? record.bookID { expected.insert(layout.relativeSidecarPath(for: id)) }
+            if let cover = record.coverPath { expected.insert(cover) }
+        }
+        var found: [VerifyReport.Problem] = []
+        for type in BookType.allCases {
+            let folder = layout.folder(for: type)
+            let names: [String]
+            do {
+                names = try FileManager.default.contentsOfDirectory(atPath: folder.path)
+            } catch {
+                if FileManager.default.fileExists(atPath: folder.path) {
+                    logger.warning("cannot list a cache folder", metadata: ["folder": "\(folder.path)", "error": "\(error)"])
+                }
+                continue
+            }
+            for name in names.sorted() {
+                let path = "\(type.folderName)/\(name)"
+                if !expected.contains(path) {
+                    found.append(.init(kind: .stray, id: nil, path: path, detail: "not in the index"))
+                }
+            }
+        }
+        return found
+    }
+
+    static func sha256(of url: URL) -> Result<String, FileSystem.CallError> {
+        let fd = open(url.path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return .failure(FileSystem.CallError(operation: "open", path: url.path, code: errno)) }
+        defer { close(fd) }
+        var hasher = SHA256()
+        let size = 1 << 20
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: size, alignment: 16)
+        defer { buffer.deallocate() }
+        while true {
+            let n = read(fd, buffer.baseAddress, size)
+            if n < 0 {
+                if errno == EINTR { continue }
+                return .failure(FileSystem.CallError(operation: "read", path: url.path, code: errno))
+            }
+            if n == 0 { break }
+            hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
+        }
+        return .success(hasher.finalize().map { String(format: "%02x", $0) }.joined())
+    }
+}

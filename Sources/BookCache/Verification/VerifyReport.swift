@@ -1,0 +1,36 @@
+/// What `verify` found.
+public struct VerifyReport: Sendable, Hashable {
+    /// One thing wrong.
+    public struct Problem: Sendable, Hashable {
+        /// The kind of problem.
+        public enum Kind: String, Sendable, Hashable, Codable {
+            /// The index lists the book, but its file is gone.
+            case missing
+            /// The file's size or SHA-256 differs from the record: it changed on disk.
+            case changed
+            /// The file fails format validation.
+            case corrupt
+            /// A file in a type folder that the index does not know.
+            case stray
+        }
+
+        /// The kind.
+        public var kind: Kind
+        /// The book, when the problem belongs to one.
+        public var id: String?
+        /// The file, relative to the cache root.
+        public var path: String
+        /// What exactly is wrong.
+        public var detail: String
+        /// What `--repair` did about it, if it ran.
+        public var repair: String?
+    }
+
+    /// How many indexed books were checked.
+    public var checked: Int
+    /// The problems, in path order.
+    public var problems: [Problem]
+
+    /// Whether nothing is wrong.
+    public var isClean: Bool { problems.isEmpty }
+}

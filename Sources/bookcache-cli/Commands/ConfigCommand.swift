@@ -1,0 +1,102 @@
+import ArgumentParser
+import BookCache
+
+struct ConfigCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "config",
+        abstract: "Show or change the settings kept with the cache.",
+        discussion: """
+            Settings: max-size (the size budget, such as 2GiB or 1.5GB; least-recently-used books \
+            are evicted to stay under it), keep (the most books kept), reserve (free space to \
+            leave on the disk, default 100MB).
+            """,
+        subcommands: [Set.self, Get.self, List.self, Unset.self],
+        defaultSubcommand: List.self
+    )
+
+    struct Set: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "set", abstract: "Set a setting: max-size, keep or reserve.")
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "max-size, keep or reserve.") var key: String
+        @Argument(help: "The value, such as 2GiB or 50.") var value: String
+
+        func validate() throws {
+            var scratch = CacheSettings()
+            do { try scratch.set(key, to: value) } catch { throw ValidationError(error.message) }
+        }
+
+        func run() async throws {
+            let manager = try global.makeManager()
+            do {
+                let saved = try await manager.updateSettings { settings throws(BookCacheError) in try settings.set(key, to: value) }
+                Terminal.write("\(key) = \(try saved.value(of: key) ?? "(unset)")")
+            } catch {
+                throw fail(error)
+            }
+        }
+    }
+
+    struct Get: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "get", abstract: "Print a setting; exit 1 when it is not set.")
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "max-size, keep or reserve.") var key: String
+
+        func validate() throws {
+            guard CacheSettings.keys.contains(key) else {
+                throw ValidationError("unknown setting '\(key)'; the settings are \(CacheSettings.keys.joined(separator: ", "))")
+            }
+        }
+
+        func run() async throws {
+            let manager = try global.makeManager()
+            do {
+                guard let value = try await manager.settings().value(of: key) else {
+                    Terminal.writeError("\(key) is not set")
+                    throw ExitCode.failure
+                }
+                Terminal.write(value)
+            } catch let error as BookCacheError {
+                throw fail(error)
+            }
+        }
+    }
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "list", abstract: "Print every setting.")
+        @OptionGroup var global: GlobalOptions
+
+        func run() async throws {
+            let manager = try global.makeManager()
+            do {
+                let settings = try await manager.settings()
+                for key in CacheSettings.keys {
+                    Terminal.write("\(key) = \(try settings.value(of: key) ?? "(unset)")")
+                }
+            } catch {
+                throw fail(error)
+            }
+        }
+    }
+
+    struct Unset: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "unset", abstract: "Remove a setting, back to its default.")
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "max-size, keep or reserve.") var key: String
+
+        func validate() throws {
+            guard CacheSettings.keys.contains(key) else {
+                throw ValidationError("unknown setting '\(key)'; the settings are \(CacheSettings.keys.joined(separator: ", "))")
+            }
+        }
+
+        func run() async throws {
+            let manager = try global.makeManager()
+            do {
+                try await manager.updateSettings { settings throws(BookCacheError) in try settings.unset(key) }
+                Terminal.write("\(key) unset")
+            } catch {
+                throw fail(error)
+            }
+        }
+    }
+}

@@ -1,0 +1,78 @@
+import ArgumentParser
+import BookCache
+import Foundation
+
+struct PruneCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "prune",
+        abstract: "Evict least-recently-used books until the cache is within its limits.",
+        discussion: """
+            Without options the limits are the cache's settings (bookcache config). Books are \
+            removed oldest last access first; pinned books and books being downloaded are never \
+            removed. Prints what it removed and how much it freed.
+            """
+    )
+
+    @OptionGroup var global: GlobalOptions
+    @ParentCommand var root: BookCacheCommand
+
+    @Option(name: .customLong("max-size"), help: ArgumentHelp("Get under this size, such as 2GiB.", valueName: "size"))
+    var maxSize: String?
+
+    @Option(help: ArgumentHelp("Keep at most this many books.", valueName: "n"))
+    var keep: String?
+
+    @Option(name: .customLong("older-than"), help: ArgumentHelp("Also remove books not used for this long, such as 30m, 4h or 7d.", valueName: "duration"))
+    var olderThan: String?
+
+    @Flag(name: .customLong("dry-run"), help: "Only say what would be removed.")
+    var dryRun = false
+
+    @Flag(help: "Print JSON.")
+    var json = false
+
+    private var limits: (Int64?, Int?, TimeInterval?) {
+        get throws {
+            do {
+                return (
+                    try maxSize.map { text throws(BookCacheError) in try ByteSize(parsing: text).bytes },
+                    try keep.map { text throws(BookCacheError) in try CacheSettings.parseCount(text) },
+                    try olderThan.map { text throws(BookCacheError) in try TimeSpan(parsing: text).seconds }
+                )
+            } catch {
+                throw ValidationError(error.message)
+            }
+        }
+    }
+
+    func validate() throws {
+        _ = try limits
+    }
+
+    func run() async throws {
+        let (maxSize, keep, olderThan) = try limits
+        let manager = try global.merged(with: root.global).makeManager()
+        let result: PruneResult
+        do {
+            result = try await manager.prune(maxSize: maxSize, keep: keep, olderThan: olderThan, dryRun: dryRun)
+        } catch {
+            throw fail(error)
+        }
+        if json {
+            let object: [String: Any] = [
+                "dryRun": dryRun, "freedBytes": result.freedBytes, "satisfied": result.satisfied,
+                "removed": result.removed.map { ["id": $0.id, "bytes": $0.fileSize, "lastAccessedAt": $0.lastAccessedAt.formatted(.iso8601)] as [String: Any] },
+            ]
+            Terminal.write(String(decoding: try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]), as: UTF8.self))
+        } else {
+            for book in result.removed {
+                Terminal.write("\(dryRun ? "would remove" : "removed") \(book.id) (\(ByteFormat.string(book.fileSize)))")
+            }
+            let verb = dryRun ? "Would free" : "Freed"
+            Terminal.write("\(verb) \(ByteFormat.string(result.freedBytes)) from \(result.removed.count) book\(result.removed.count == 1 ? "" : "s").")
+            if !result.satisfied {
+                Terminal.writeError("warning: pinned or busy books keep the cache over its limits")
+            }
+        }
+    }
+}
