@@ -22,6 +22,8 @@ public struct BookCacheError: Error, Sendable, CustomStringConvertible {
         public static let checksumMismatch = Kind("checksumMismatch")
         /// The server could not be reached.
         public static let networkUnavailable = Kind("networkUnavailable")
+        /// The book is not cached and the network is unavailable.
+        public static let offline = Kind("offline")
         /// The cache directory cannot be created, read or written.
         public static let cacheDirectoryUnusable = Kind("cacheDirectoryUnusable")
         /// The index is from a newer BookCache, or cannot be read or written.
@@ -93,6 +95,13 @@ public struct BookCacheError: Error, Sendable, CustomStringConvertible {
         var error = BookCacheError(
             .networkUnavailable,
             "network unavailable: \(cause); check the connection and the server, then try again")
+        error.bookID = id.description
+        error.underlying = cause
+        return error
+    }
+
+    static func offline(_ id: BookID, cause: any Error) -> BookCacheError {
+        var error = BookCacheError(.offline, "\(id) is not cached and the network is unavailable (\(cause)); connect and try again")
         error.bookID = id.description
         error.underlying = cause
         return error

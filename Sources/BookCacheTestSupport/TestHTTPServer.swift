@@ -345,6 +345,16 @@ public final class TestHTTPServer: Sendable {
             }
         }
         guard let data, let etag else { return nil }
+        if requestHeaders.first(name: "If-None-Match") == etag
+            || (requestHeaders.first(name: "If-None-Match") == nil
+                && requestHeaders.first(name: "If-Modified-Since") == "Mon, 01 Jan 2024 00:00:00 GMT")
+        {
+            var reply = Self.statusReply(304)
+            reply.body = Data()
+            reply.headers.replaceOrAdd(name: "Content-Length", value: "0")
+            reply.headers.add(name: "ETag", value: etag)
+            return reply
+        }
         var headers = HTTPHeaders()
         headers.add(name: "ETag", value: etag)
         headers.add(name: "Last-Modified", value: "Mon, 01 Jan 2024 00:00:00 GMT")

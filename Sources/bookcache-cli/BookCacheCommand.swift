@@ -23,6 +23,10 @@ struct BookCacheCommand: AsyncParsableCommand {
             PinCommand.self,
             UnpinCommand.self,
             ConfigCommand.self,
+            OpenCommand.self,
+            CheckCommand.self,
+            RefreshCommand.self,
+            SyncCommand.self,
         ]
     )
 

@@ -28,12 +28,15 @@ public actor BookCacheManager {
     private let configuration: BookCacheConfiguration
     let store: IndexStore
     private let queue: DownloadQueue
+    /// The HTTP stack, for revalidation requests.
+    nonisolated let transport: any HTTPTransport
     private let settingsStore: SettingsStore
     let usageTracker = UsageTracker()
     let evictionRunner: Evictor
     let logger: Logger
     private var inFlight: [BookID: InFlight] = [:]
     private var swept = false
+    private var backgroundWork: [UUID: Task<Void, Never>] = [:]
 
     private struct InFlight {
         let task: Task<BookDownloadResult, any Error>
@@ -52,6 +55,7 @@ public actor BookCacheManager {
     ) {
         self.layout = CacheLayout(root: configuration.rootDirectory)
         self.configuration = configuration
+        self.transport = transport
         self.logger = logger
         self.store = IndexStore(layout: layout, logger: logger)
         self.settingsStore = SettingsStore(layout: layout)
@@ -72,6 +76,7 @@ public actor BookCacheManager {
             return .downloading(progress: flight.progress.value.fractionCompleted)
         }
         guard let record = try cachedRecord(id) else { return .notCached }
+        if record.outdated { return .outdated }
         return .cached(size: record.fileSize, date: record.downloadedAt)
     }
 
@@ -247,7 +252,15 @@ public actor BookCacheManager {
         if let flight = inFlight[id] {
             return try await Self.value(of: flight.task, id: id)
         }
-        if let record = try cachedRecord(id) {
+        if !request.replaceExisting, var record = try cachedRecord(id) {
+            if request.syncSource == nil && !record.syncSources.isEmpty {
+                // Asked for directly: the book is the user's now, and no sync will remove it.
+                try updateRecord(id) { $0.syncSources = [] }
+                record.syncSources = []
+            } else if let source = request.syncSource, !record.syncSources.isEmpty, !record.syncSources.contains(source) {
+                try updateRecord(id) { $0.syncSources.append(source) }
+                record.syncSources.append(source)
+            }
             return BookDownloadResult(metadata: record, fileURL: layout.url(forRelativePath: record.localPath), wasAlreadyCached: true)
         }
         try prepareDirectories()
@@ -263,15 +276,41 @@ public actor BookCacheManager {
         inFlight[id] = InFlight(task: task, progress: progress)
         defer { inFlight[id] = nil }
         do {
-            return try await withTaskCancellationHandler {
+            let result = try await withTaskCancellationHandler {
                 try await Self.value(of: task, id: id)
             } onCancel: {
                 task.cancel()
             }
+            if !result.wasAlreadyCached, let cover = request.coverURL {
+                fetchCoverInBackground(for: id, from: cover)
+            }
+            return result
         } catch let error as BookCacheError {
             throw error
         } catch {
             throw .cancelled(id)
+        }
+    }
+
+    /// Fetches a cover at low priority without holding up the book's download.
+    private func fetchCoverInBackground(for id: BookID, from url: URL) {
+        let fetcher = CoverFetcher(layout: layout, store: store, queue: queue, logger: logger)
+        let key = UUID()
+        backgroundWork[key] = Task {
+            await fetcher.fetch(for: id, from: url)
+            self.finishBackgroundWork(key)
+        }
+    }
+
+    private func finishBackgroundWork(_ key: UUID) {
+        backgroundWork[key] = nil
+    }
+
+    /// Waits for background work started by downloads (covers) to finish. A command-line tool
+    /// calls it before it exits.
+    public func waitForBackgroundWork() async {
+        while let (_, task) = backgroundWork.first {
+            await task.value
         }
     }
 

@@ -55,7 +55,7 @@ struct DownloadContext: Sendable {
                         throw BookCacheError.cacheDirectoryUnusable(layout.root.path, "cannot lock \(id) (\(error))")
                     }
                     // Another process may have cached the book while this one waited for the lock.
-                    if let record = try store.read()[id],
+                    if !request.replaceExisting, let record = try store.read()[id],
                         FileSystem.fileSize(layout.url(forRelativePath: record.localPath)) == record.fileSize
                     {
                         throw CachedMeanwhile(record: record)
@@ -130,13 +130,19 @@ struct DownloadContext: Sendable {
         let id = try fresh.bookID
         var record = fresh
         try store.update { index throws(BookCacheError) in
-            if let previous = index[id] {
+            let previous = index[id]
+            if let previous {
+                // A refresh keeps what the user decided about the book, and its place in LRU order.
                 record.pinned = previous.pinned
                 record.syncSources = previous.syncSources
+                record.lastAccessedAt = previous.lastAccessedAt
                 if previous.coverPath != nil && record.coverPath == nil { record.coverPath = previous.coverPath }
             }
             record.pinned = record.pinned || pin
-            if let syncSource, !record.syncSources.contains(syncSource) { record.syncSources.append(syncSource) }
+            // Only a book that sync brought in belongs to a sync source; one the user downloaded stays theirs.
+            if let syncSource, previous == nil || previous?.syncSources.isEmpty == false, !record.syncSources.contains(syncSource) {
+                record.syncSources.append(syncSource)
+            }
             do {
                 let sidecar = try MetadataCoding.encoder(pretty: true).encode(record)
                 // The sidecar's temporary file goes in partial/, so a crash never leaves one in a type folder.

@@ -86,6 +86,22 @@ public struct ResponseBody: AsyncSequence, Sendable {
         }
     }
 
+    /// Reads the whole body into memory.
+    /// - Parameters:
+    ///   - maxBytes: The most bytes accepted.
+    ///   - url: The URL, for errors.
+    /// - Throws: ``DownloadError`` of kind ``DownloadError/Kind/bodyTooLong`` past `maxBytes`.
+    public func collect(maxBytes: Int, url: URL) async throws -> Data {
+        var data = Data()
+        for try await buffer in self {
+            guard data.count + buffer.readableBytes <= maxBytes else {
+                throw DownloadError(kind: .bodyTooLong, url: url, detail: "more than \(maxBytes) bytes")
+            }
+            buffer.withUnsafeReadableBytes { data.append(contentsOf: $0) }
+        }
+        return data
+    }
+
     /// Creates an iterator over the body's buffers.
     public func makeAsyncIterator() -> Iterator {
         Iterator(next: makeNext())

@@ -181,6 +181,7 @@ struct DownloadCommand: AsyncParsableCommand {
         }
         let signals = SignalWatcher { _ in work.cancel() }
         await work.value
+        if signals.signal == nil { await manager.waitForBackgroundWork() }
         let allCached = reporter.summarize(interrupted: signals.signal != nil)
         if let status = signals.exitStatus { throw ExitCode(status) }
         if !allCached { throw ExitCode.failure }

@@ -35,7 +35,7 @@ struct ListCommand: AsyncParsableCommand {
             return book
         }
         if json {
-            let data = try MetadataCoding.encoder(pretty: true).encode(books)
+            let data = try MetadataCoding.encoder(pretty: true).encode(books.map(ListedBook.init))
             Terminal.write(String(decoding: data, as: UTF8.self))
             return
         }
@@ -46,10 +46,10 @@ struct ListCommand: AsyncParsableCommand {
         let dateFormatter = DateFormatter()
         dateFormatter.locale = Locale(identifier: "en_US_POSIX")
         dateFormatter.dateFormat = "yyyy-MM-dd HH:mm"
-        var table = TableFormatter(header: ["ID", "TYPE", "SIZE", "LAST ACCESS", "TITLE"], rightAligned: [2])
+        var table = TableFormatter(header: ["ID", "TYPE", "SIZE", "STATUS", "LAST ACCESS", "TITLE"], rightAligned: [2])
         for book in books {
             table.rows.append([
-                book.id, book.bookType.rawValue, ByteFormat.string(book.fileSize),
+                book.id, book.bookType.rawValue, ByteFormat.string(book.fileSize), ListedBook(book).status + (book.pinned ? ", pinned" : ""),
                 dateFormatter.string(from: book.lastAccessedAt),
                 book.title,
             ])
@@ -61,5 +61,24 @@ struct ListCommand: AsyncParsableCommand {
 
     private func redact(_ string: String) -> String {
         URL(string: string).map(URLRedaction.redacted) ?? string
+    }
+}
+
+/// A record as `list --json` prints it: every field, plus `status` (`cached` or `outdated`).
+struct ListedBook: Encodable {
+    let record: CachedBookMetadata
+
+    init(_ record: CachedBookMetadata) {
+        self.record = record
+    }
+
+    var status: String { record.outdated ? "outdated" : "cached" }
+
+    private enum Keys: String, CodingKey { case status }
+
+    func encode(to encoder: any Encoder) throws {
+        try record.encode(to: encoder)
+        var container = encoder.container(keyedBy: Keys.self)
+        try container.encode(status, forKey: .status)
     }
 }

@@ -1,0 +1,44 @@
+import Foundation
+
+/// What a sync did.
+public struct SyncReport: Sendable {
+    /// How one listed book ended.
+    public struct Item: Sendable {
+        /// The book, when the entry named one.
+        public var id: String?
+        /// `cached`, `already-cached` or `failed`.
+        public var status: String
+        /// The error, for a failed one.
+        public var error: String?
+    }
+
+    /// The source's key.
+    public var source: String
+    /// The format detected.
+    public var format: String?
+    /// The sync was skipped because the last successful one was within the minimum interval.
+    public var skipped: Bool
+    /// When the last successful sync was, if any.
+    public var lastSuccess: Date?
+    /// How many books were wanted (the first N of the source).
+    public var wanted: Int
+    /// The wanted books, in the source's order.
+    public var items: [Item]
+    /// Books removed because an earlier sync of this source brought them in and they are no
+    /// longer among the first N.
+    public var removed: [String]
+
+    /// Books among the wanted that are now cached.
+    public var inCache: Int { items.filter { $0.status != "failed" }.count }
+    /// Of those, how many were cached before.
+    public var alreadyCached: Int { items.filter { $0.status == "already-cached" }.count }
+    /// Books that failed.
+    public var failed: Int { items.filter { $0.status == "failed" }.count }
+    /// Whether every wanted book ended in the cache.
+    public var isComplete: Bool { skipped || failed == 0 }
+
+    /// "X of Y synced, Z already cached, W failed, V removed".
+    public var summary: String {
+        "\(inCache) of \(wanted) synced, \(alreadyCached) already cached, \(failed) failed, \(removed.count) removed"
+    }
+}

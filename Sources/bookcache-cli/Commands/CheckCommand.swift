@@ -1,0 +1,49 @@
+import ArgumentParser
+import BookCache
+import Foundation
+
+struct CheckCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "check",
+        abstract: "Ask the server whether cached books changed (conditional requests).",
+        discussion: """
+            Sends If-None-Match with the stored ETag (else If-Modified-Since). 304 means fresh; a \
+            different ETag, size or date means outdated, which 'list' then shows; an error leaves \
+            the book as it was and is reported as unknown. Exit 1 if any check failed.
+            """
+    )
+
+    @OptionGroup var global: GlobalOptions
+    @ParentCommand var root: BookCacheCommand
+
+    @Argument(help: ArgumentHelp("Book ids (default: every book).", valueName: "id"))
+    var ids: [String] = []
+
+    @Flag(help: "Print JSON.")
+    var json = false
+
+    func validate() throws {
+        for id in ids { _ = try parseID(id) }
+    }
+
+    func run() async throws {
+        let bookIDs = try ids.map(parseID)
+        let manager = try global.merged(with: root.global).makeManager()
+        let results: [FreshnessCheck]
+        do {
+            results = try await manager.check(bookIDs)
+        } catch {
+            throw fail(error)
+        }
+        if json {
+            let array = results.map { ["id": $0.id, "state": $0.state.rawValue, "detail": $0.detail] }
+            Terminal.write(String(decoding: try JSONSerialization.data(withJSONObject: array, options: [.sortedKeys, .withoutEscapingSlashes]), as: UTF8.self))
+        } else {
+            for result in results { Terminal.write("\(result.state.rawValue): \(result.id) (\(result.detail))") }
+            let outdated = results.filter { $0.state == .outdated }.count
+            let unknown = results.filter { $0.state == .unknown }.count
+            Terminal.write("\(results.count) checked, \(outdated) outdated, \(unknown) unknown")
+        }
+        if results.contains(where: { $0.state == .unknown }) { throw ExitCode.failure }
+    }
+}

@@ -1,0 +1,52 @@
+import ArgumentParser
+import BookCache
+import Foundation
+
+struct RefreshCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "refresh",
+        abstract: "Download cached books again; the old copy stays readable until the new one is valid.",
+        discussion: "With --outdated, only books a 'check' found outdated. Exit 1 if any refresh failed."
+    )
+
+    @OptionGroup var global: GlobalOptions
+    @ParentCommand var root: BookCacheCommand
+
+    @Argument(help: ArgumentHelp("Book ids (default: every book).", valueName: "id"))
+    var ids: [String] = []
+
+    @Flag(help: "Only books found outdated by 'bookcache check'.")
+    var outdated = false
+
+    @Option(help: "How many downloads run at once (1–64).")
+    var concurrency: Int = 4
+
+    func validate() throws {
+        for id in ids { _ = try parseID(id) }
+        guard (1...64).contains(concurrency) else { throw ValidationError("--concurrency must be between 1 and 64.") }
+    }
+
+    func run() async throws {
+        let bookIDs = try ids.map(parseID)
+        let manager = try global.merged(with: root.global).makeManager(concurrency: concurrency)
+        let results: [(id: BookID, result: Result<BookDownloadResult, BookCacheError>)]
+        do {
+            results = try await manager.refresh(bookIDs, outdatedOnly: outdated)
+        } catch {
+            throw fail(error)
+        }
+        await manager.waitForBackgroundWork()
+        var failures = 0
+        for (id, result) in results {
+            switch result {
+            case .success(let download):
+                Terminal.write("refreshed \(id) (\(ByteFormat.string(download.metadata.fileSize)))")
+            case .failure(let error):
+                Terminal.writeError("error: \(error.message)")
+                failures += 1
+            }
+        }
+        Terminal.write("\(results.count - failures) of \(results.count) refreshed, \(failures) failed")
+        if failures > 0 { throw ExitCode.failure }
+    }
+}

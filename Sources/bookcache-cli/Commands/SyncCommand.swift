@@ -1,0 +1,118 @@
+import ArgumentParser
+import BookCache
+import Foundation
+
+struct SyncCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "sync",
+        abstract: "Keep the first N books of a manifest or OPDS feed cached.",
+        discussion: """
+            SOURCE is a JSON Lines manifest (a file, - for stdin, or an http(s) URL; the same format \
+            as 'download --from') or an OPDS catalog feed (OPDS 1.2 Atom or OPDS 2.0 JSON), detected \
+            from the content. The first N books are cached (failures are skipped); books that an \
+            earlier sync of the same SOURCE brought in and that are no longer among them are \
+            removed — never books added by 'download', never pinned ones. Within --min-interval of \
+            the last successful sync of SOURCE nothing is done, unless --force. Exit 0 when all N \
+            ended in the cache.
+            """
+    )
+
+    @OptionGroup var global: GlobalOptions
+    @ParentCommand var root: BookCacheCommand
+
+    @Argument(help: ArgumentHelp("A manifest or OPDS feed: a file, - for stdin, or an http(s) URL.", valueName: "source"))
+    var source: String
+
+    @Option(help: ArgumentHelp("How many of the source's first books to keep cached.", valueName: "n"))
+    var keep: String
+
+    @Option(help: "The type for books whose source does not say: ebook or magazine.")
+    var type: BookType = .ebook
+
+    @Option(name: .customLong("min-interval"), help: ArgumentHelp("Do nothing if the last successful sync of SOURCE was this recent, such as 4h.", valueName: "duration"))
+    var minInterval: String?
+
+    @Flag(help: "Sync even within --min-interval.")
+    var force = false
+
+    @Option(help: "How many downloads run at once (1–64).")
+    var concurrency: Int = 4
+
+    @Flag(help: "Print JSON.")
+    var json = false
+
+    private var parsedOptions: (keep: Int, interval: TimeInterval?) {
+        get throws {
+            do {
+                return (try CacheSettings.parseCount(keep), try minInterval.map { text throws(BookCacheError) in try TimeSpan(parsing: text).seconds })
+            } catch {
+                throw ValidationError(error.message)
+            }
+        }
+    }
+
+    func validate() throws {
+        _ = try parsedOptions
+        guard (1...64).contains(concurrency) else { throw ValidationError("--concurrency must be between 1 and 64.") }
+        if source.contains("://") {
+            do { _ = try BookDownloadRequest.parseURL(source) } catch { throw ValidationError(error.message) }
+        } else if source != "-", !FileManager.default.isReadableFile(atPath: source) {
+            throw ValidationError("Cannot read the sync source '\(source)'.")
+        }
+    }
+
+    func run() async throws {
+        let (keepCount, interval) = try parsedOptions
+        let manager = try global.merged(with: root.global).makeManager(concurrency: concurrency)
+        let report: SyncReport
+        do {
+            let syncSource = try SyncSource(parsing: source) { FileHandle.standardInput.readDataToEndOfFile() }
+            report = try await manager.sync(syncSource, keep: keepCount, type: type, minInterval: interval, force: force)
+        } catch {
+            throw fail(error)
+        }
+        await manager.waitForBackgroundWork()
+        if report.skipped {
+            let when = report.lastSuccess.map { Self.ago($0) } ?? "recently"
+            let line = "\(report.source) was synced \(when); nothing to do (use --force to sync now)"
+            if json {
+                Terminal.write(Self.encode(["source": report.source, "skipped": true]))
+            } else {
+                Terminal.write(line)
+            }
+            return
+        }
+        if json {
+            let object: [String: Any] = [
+                "source": report.source, "format": report.format ?? NSNull(), "skipped": false, "wanted": report.wanted,
+                "synced": report.inCache, "alreadyCached": report.alreadyCached, "failed": report.failed, "removed": report.removed,
+                "items": report.items.map { ["id": $0.id ?? NSNull(), "status": $0.status, "error": $0.error ?? NSNull()] as [String: Any] },
+            ]
+            Terminal.write(Self.encode(object))
+        } else {
+            for item in report.items {
+                switch item.status {
+                case "failed": Terminal.writeError("error: \(item.error ?? "failed")")
+                case "cached": Terminal.write("cached \(item.id ?? "?")")
+                default: break
+                }
+            }
+            for id in report.removed { Terminal.write("removed \(id)") }
+            Terminal.write(report.summary)
+        }
+        if !report.isComplete { throw ExitCode.failure }
+    }
+
+    private static func ago(_ date: Date) -> String {
+        let seconds = max(0, Int(Date().timeIntervalSince(date)))
+        if seconds < 120 { return "\(seconds)s ago" }
+        if seconds < 7200 { return "\(seconds / 60)m ago" }
+        return "\(seconds / 3600)h ago"
+    }
+
+    private static func encode(_ object: [String: Any]) -> String {
+        // Only strings, numbers, booleans, arrays and dictionaries go in, so this cannot fail.
+        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data("{}".utf8)
+        return String(decoding: data, as: UTF8.self)
+    }
+}
