@@ -170,12 +170,22 @@ struct DownloadCommand: AsyncParsableCommand {
                 return .request(request, source: source)
             }
         }
+        let window = concurrency
         let work = Task {
+            // Books start in the order they were given: at most `concurrency` are in the manager
+            // at once, and the next one starts when one finishes.
             await withTaskGroup(of: Void.self) { group in
+                var running = 0
                 for item in items {
+                    if Task.isCancelled { break }
+                    if running == window {
+                        await group.next()
+                        running -= 1
+                    }
                     group.addTask {
                         reporter.finished(await Self.perform(item, manager: manager, reporter: reporter))
                     }
+                    running += 1
                 }
             }
         }
