@@ -306,6 +306,11 @@ public actor BookCacheManager {
         backgroundWork[key] = nil
     }
 
+    /// How many downloads wait in the queue for a slot.
+    public func queuedDownloads() async -> Int {
+        await queue.waitingCount
+    }
+
     /// Waits for background work started by downloads (covers) to finish. A command-line tool
     /// calls it before it exits.
     public func waitForBackgroundWork() async {
