@@ -46,13 +46,15 @@ public struct TemporaryDirectory: Sendable {
 
 /// Runs `body` with a started server and a fresh directory, and cleans both up afterwards.
 /// - Parameters:
+///   - directory: A folder to serve too, such as ``Fixtures/books``.
 ///   - files: Files to serve, by name (`alice.epub` is served at `/alice.epub`).
 ///   - body: The test.
 public func withServerAndDirectory<T>(
+    directory: URL? = nil,
     files: [String: Data] = [:],
     _ body: (TestHTTPServer, TemporaryDirectory) async throws -> T
 ) async throws -> T {
-    let server = TestHTTPServer()
+    let server = TestHTTPServer(directory: directory)
     for (name, data) in files { server.setFile(data, at: name) }
     try await server.start()
     let directory = try TemporaryDirectory()

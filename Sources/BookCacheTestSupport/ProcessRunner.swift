@@ -23,7 +23,8 @@ public enum ProcessRunner {
         #endif
     }
 
-    /// Runs `executable` from the products folder with `arguments`, optionally feeding `stdin`.
+    /// Runs `executable` from the products folder with `arguments`, optionally feeding `stdin`,
+    /// and waits for it to exit.
     /// - Parameters:
     ///   - executable: The product name, such as `bookcache`.
     ///   - arguments: The arguments.
@@ -36,24 +37,18 @@ public enum ProcessRunner {
         environment: [String: String] = [:],
         stdin: Data? = nil
     ) async throws -> ProcessResult {
-        // Waiting for a child blocks a thread: do it on a thread of its own. Not on a dispatch
-        // queue: on Linux the concurrency pool runs on dispatch's threads, and blocking them
-        // starves the test's own tasks.
-        try await withCheckedThrowingContinuation { continuation in
-            Thread {
-                continuation.resume(with: Result {
-                    try runBlocking(executable, arguments, environment: environment, stdin: stdin)
-                })
-            }.start()
-        }
+        try await launch(executable, arguments, environment: environment, stdin: stdin ?? Data()).wait()
     }
 
-    private static func runBlocking(
-        _ executable: String,
-        _ arguments: [String],
-        environment: [String: String],
-        stdin: Data?
-    ) throws -> ProcessResult {
+    /// Starts `executable` from the products folder and returns at once.
+    /// - Parameters:
+    ///   - executable: The product name, such as `bookcache`.
+    ///   - arguments: The arguments.
+    ///   - environment: Extra environment variables.
+    ///   - stdin: Bytes for standard input (then closed); no standard input when `nil`.
+    public static func launch(
+        _ executable: String, _ arguments: [String], environment: [String: String] = [:], stdin: Data? = nil
+    ) throws -> RunningProcess {
         let url = productsDirectory.appendingPathComponent(executable)
         guard FileManager.default.isExecutableFile(atPath: url.path) else {
             throw ProcessRunnerError(message: "\(url.path) is not built; run 'swift build' first")
@@ -66,22 +61,19 @@ public enum ProcessRunner {
         process.environment = env
         let out = Pipe()
         let err = Pipe()
-        let input = Pipe()
         process.standardOutput = out
         process.standardError = err
-        process.standardInput = input
+        let input = stdin.map { _ in Pipe() }
+        process.standardInput = input ?? FileHandle.nullDevice
         try process.run()
-        if let stdin { input.fileHandleForWriting.write(stdin) }
-        try input.fileHandleForWriting.close()
-        // Read both pipes to the end before waiting, so a chatty child never blocks on a full pipe.
-        let errData = readToEnd(err, while: { out.fileHandleForReading.readDataToEndOfFile() })
-        let outData = errData.other
-        process.waitUntilExit()
-        return ProcessResult(
-            status: process.terminationStatus,
-            stdout: String(decoding: outData, as: UTF8.self),
-            stderr: String(decoding: errData.data, as: UTF8.self)
-        )
+        if let input, let stdin {
+            // Fed from a thread of its own, so a large input never blocks on a full pipe.
+            Thread {
+                input.fileHandleForWriting.write(stdin)
+                try? input.fileHandleForWriting.close()
+            }.start()
+        }
+        return RunningProcess(process: process, output: out, errors: err)
     }
 }
 
@@ -126,7 +118,9 @@ public final class RunningProcess: @unchecked Sendable {
         kill(process.processIdentifier, signal)
     }
 
-    /// Waits for the child to exit and returns what it printed.
+    /// Waits for the child to exit and returns what it printed. Waiting blocks a thread: it
+    /// happens on a thread of its own, not on a dispatch queue — on Linux the concurrency pool
+    /// runs on dispatch's threads, and blocking them starves the test's own tasks.
     public func wait() async -> ProcessResult {
         await withCheckedContinuation { continuation in
             Thread {
@@ -139,29 +133,6 @@ public final class RunningProcess: @unchecked Sendable {
                         stderr: String(decoding: read.data, as: UTF8.self)))
             }.start()
         }
-    }
-}
-
-extension ProcessRunner {
-    /// Starts `executable` from the products folder and returns at once.
-    public static func launch(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws -> RunningProcess {
-        let url = productsDirectory.appendingPathComponent(executable)
-        guard FileManager.default.isExecutableFile(atPath: url.path) else {
-            throw ProcessRunnerError(message: "\(url.path) is not built; run 'swift build' first")
-        }
-        let process = Process()
-        process.executableURL = url
-        process.arguments = arguments
-        var env = ProcessInfo.processInfo.environment
-        for (key, value) in environment { env[key] = value }
-        process.environment = env
-        let out = Pipe()
-        let err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        return RunningProcess(process: process, output: out, errors: err)
     }
 }
 

@@ -5,18 +5,7 @@ import Testing
 @Suite("bookcache download: batches")
 struct BatchCLITests {
     func serving(_ body: (TestHTTPServer, String, TemporaryDirectory) async throws -> Void) async throws {
-        let server = TestHTTPServer(directory: Fixtures.books)
-        try await server.start()
-        let dir = try TemporaryDirectory()
-        do {
-            try await body(server, dir.path("cache").path, dir)
-        } catch {
-            try? await server.shutdown()
-            dir.remove()
-            throw error
-        }
-        try await server.shutdown()
-        dir.remove()
+        try await withServerAndDirectory(directory: Fixtures.books) { server, dir in try await body(server, dir.path("cache").path, dir) }
     }
 
     func bookcache(_ arguments: [String], stdin: Data? = nil) async throws -> ProcessResult {

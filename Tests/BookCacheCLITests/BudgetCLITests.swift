@@ -5,20 +5,9 @@ import Testing
 @Suite("bookcache config, pin, prune, verify, stats")
 struct BudgetCLITests {
     func serving(_ body: (TestHTTPServer, String, TemporaryDirectory) async throws -> Void) async throws {
-        let server = TestHTTPServer()
         let alice = try Fixtures.data("alice.epub")
-        for i in 0..<6 { server.setFile(alice, at: "b\(i).epub") }
-        try await server.start()
-        let dir = try TemporaryDirectory()
-        do {
-            try await body(server, dir.path("cache").path, dir)
-        } catch {
-            try? await server.shutdown()
-            dir.remove()
-            throw error
-        }
-        try await server.shutdown()
-        dir.remove()
+        let files = Dictionary(uniqueKeysWithValues: (0..<6).map { ("b\($0).epub", alice) })
+        try await withServerAndDirectory(files: files) { server, dir in try await body(server, dir.path("cache").path, dir) }
     }
 
     func bookcache(_ arguments: [String], _ cache: String) async throws -> ProcessResult {

@@ -10,18 +10,7 @@ struct CLITests {
     }
 
     func serving(_ body: (TestHTTPServer, String) async throws -> Void) async throws {
-        let server = TestHTTPServer(directory: Fixtures.books)
-        try await server.start()
-        let dir = try TemporaryDirectory()
-        do {
-            try await body(server, dir.path("cache").path)
-        } catch {
-            try? await server.shutdown()
-            dir.remove()
-            throw error
-        }
-        try await server.shutdown()
-        dir.remove()
+        try await withServerAndDirectory(directory: Fixtures.books) { server, dir in try await body(server, dir.path("cache").path) }
     }
 
     @Test("download, list, path, stats, delete: the whole round trip")

@@ -24,15 +24,14 @@ struct FaultInjectionTests {
         server.slowBodies(chunk: 128, pause: .milliseconds(5))
         try await server.start()
         let dir = try TemporaryDirectory()
+        defer { dir.remove() }
         do {
             try await body(server, dir, names)
+            try await server.shutdown()
         } catch {
             try? await server.shutdown()
-            dir.remove()
             throw error
         }
-        try await server.shutdown()
-        dir.remove()
     }
 
     func manifest(_ server: TestHTTPServer, _ names: some Sequence<String>, in dir: TemporaryDirectory, as file: String) throws -> String {

@@ -42,9 +42,7 @@ struct ConfigCommand: AsyncParsableCommand {
         @Argument(help: "max-size, keep or reserve.") var key: String
 
         func validate() throws {
-            guard CacheSettings.keys.contains(key) else {
-                throw ValidationError("unknown setting '\(key)'; the settings are \(CacheSettings.keys.joined(separator: ", "))")
-            }
+            try validateKey(key)
         }
 
         func run() async throws {
@@ -84,9 +82,7 @@ struct ConfigCommand: AsyncParsableCommand {
         @Argument(help: "max-size, keep or reserve.") var key: String
 
         func validate() throws {
-            guard CacheSettings.keys.contains(key) else {
-                throw ValidationError("unknown setting '\(key)'; the settings are \(CacheSettings.keys.joined(separator: ", "))")
-            }
+            try validateKey(key)
         }
 
         func run() async throws {
@@ -98,5 +94,12 @@ struct ConfigCommand: AsyncParsableCommand {
                 throw fail(error)
             }
         }
+    }
+}
+
+/// Refuses a setting name that does not exist, before any I/O.
+private func validateKey(_ key: String) throws {
+    guard CacheSettings.keys.contains(key) else {
+        throw ValidationError("unknown setting '\(key)'; the settings are \(CacheSettings.keys.joined(separator: ", "))")
     }
 }
