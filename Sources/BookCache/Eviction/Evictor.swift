@@ -57,12 +57,9 @@ struct Evictor: Sendable {
         }
         try store.update { index throws(BookCacheError) in
             let others = index.books.values.filter { $0.id != id.description }
-            let plan = EvictionPlanner.plan(
-                books: others.filter { !lockedElsewhere($0) },
-                limits: .init(maxSize: limits.maxSize, keep: limits.keep, bytesToFree: shortfall),
-                incomingBytes: incoming + lockedBytes(others),
-                incomingCount: 1 + others.filter(lockedElsewhere).count,
-                protected: protected(besides: id))
+            let plan = planSkippingLocked(
+                others, limits: .init(maxSize: limits.maxSize, keep: limits.keep, bytesToFree: shortfall),
+                incomingBytes: incoming, incomingCount: 1, protected: protected(besides: id))
             guard plan.satisfied else {
                 if shortfall > 0 {
                     throw .insufficientStorage(needed: needed, available: available + plan.freedBytes, path: layout.root.path)
@@ -73,8 +70,20 @@ struct Evictor: Sendable {
         }
     }
 
-    private func lockedBytes(_ books: [CachedBookMetadata]) -> Int64 {
-        books.filter(lockedElsewhere).reduce(0) { $0 + $1.fileSize }
+    /// Plans eviction, then checks only the chosen books' locks (not every book's): a victim
+    /// that another process is downloading is protected and the plan is made again.
+    private func planSkippingLocked(
+        _ books: [CachedBookMetadata], limits: EvictionPlanner.Limits, incomingBytes: Int64 = 0, incomingCount: Int = 0,
+        protected initial: Set<String>
+    ) -> EvictionPlanner.Plan {
+        var protected = initial
+        while true {
+            let plan = EvictionPlanner.plan(
+                books: books, limits: limits, incomingBytes: incomingBytes, incomingCount: incomingCount, protected: protected)
+            let busy = plan.victims.filter(lockedElsewhere).map(\.id)
+            if busy.isEmpty { return plan }
+            protected.formUnion(busy)
+        }
     }
 
     /// After `id` was added: evicts others until the budget and count hold again.
@@ -82,11 +91,8 @@ struct Evictor: Sendable {
         let limits = try limits()
         guard limits.maxSize != nil || limits.keep != nil else { return }
         try store.update { index throws(BookCacheError) in
-            let books = Array(index.books.values)
-            let plan = EvictionPlanner.plan(
-                books: books.filter { !lockedElsewhere($0) || $0.id == id.description },
-                limits: .init(maxSize: limits.maxSize, keep: limits.keep),
-                protected: protected(besides: id))
+            let plan = planSkippingLocked(
+                Array(index.books.values), limits: .init(maxSize: limits.maxSize, keep: limits.keep), protected: protected(besides: id))
             if !plan.satisfied {
                 logger.warning("the cache is over its limits; pinned or busy books keep it there", metadata: ["id": "\(id)"])
             }
@@ -98,8 +104,7 @@ struct Evictor: Sendable {
     func prune(_ limits: EvictionPlanner.Limits, dryRun: Bool) throws(BookCacheError) -> EvictionPlanner.Plan {
         var result = EvictionPlanner.Plan(victims: [], freedBytes: 0, satisfied: true)
         let body = { (index: inout MetadataIndex) throws(BookCacheError) in
-            let books = index.books.values.filter { !lockedElsewhere($0) }
-            result = EvictionPlanner.plan(books: Array(books), limits: limits, protected: protected(besides: nil))
+            result = planSkippingLocked(Array(index.books.values), limits: limits, protected: protected(besides: nil))
             if !dryRun { try remove(result.victims, from: &index, reason: "prune") }
         }
         if dryRun {
