@@ -17,10 +17,13 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
     ],
     targets: [
+        // One C call Swift's Glibc module does not export (sync_file_range).
+        .target(name: "CBookCacheShims"),
         // Knows nothing about books: transport seam, streaming to disk with SHA-256, the queue.
         .target(
             name: "DownloadQueue",
             dependencies: [
+                "CBookCacheShims",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -98,8 +98,36 @@ fi
 if [ "$what" = all ] || [ "$what" = large ]; then
   books 1 1073741824 big
   compare "1 GiB EPUB (download, hash, validate)" "curl -o" \
-    "rm -rf $work/c3" "$bin download $base/big0.epub --cache-dir $work/c3" \
+    "rm -rf $work/c3" "$bin download $base/big0.epub --cache-dir $work/c3 --reserve 0" \
     "rm -f $work/big.out" "curl -s -o $work/big.out $base/big0.epub"
+fi
+
+# single: median seconds and peak RSS of one command, run $rounds times (after a warm-up)
+single() {
+  local name="$1" cmd="$2" target="$3"
+  local ts=() rs=()
+  bash -c "$cmd" >/dev/null 2>&1 || true
+  for r in $(seq "$rounds"); do read -r t m < <(measure bash -c "$cmd"); ts+=("$t"); rs+=("$m"); done
+  local t rss; t="$(printf '%s\n' "${ts[@]}" | median)"; rss="$(printf '%s\n' "${rs[@]}" | sort -n | tail -1)"
+  echo "| $name | ${t} s | target ≤ $target | | $((rss / 1024)) MiB |" | tee -a "$out"
+}
+
+if [ "$what" = all ] || [ "$what" = index ]; then
+  books 1 65536 idx
+  python3 Benchmarks/make-index.py "$work/c-index" 10000 "$work/books/idx0.epub"
+  single "10,000 books: list --json" "$bin list --json --cache-dir $work/c-index" "0.150 s"
+  single "10,000 books: no-op download" "$bin download $base/book0.epub --id book0 --cache-dir $work/c-index" "0.060 s"
+  single "10,000 books: path ID" "$bin path ebook-book0 --cache-dir $work/c-index" "0.040 s"
+fi
+
+if [ "$what" = all ] || [ "$what" = verify ]; then
+  books 1 209715200 v
+  cc -O2 -o "$work/zipcrc" Benchmarks/zipcrc.c -lzip
+  rm -rf "$work/c-verify"
+  "$bin" download "$base/v0.epub" --cache-dir "$work/c-verify" --reserve 0 >/dev/null
+  compare "verify of a 200 MB EPUB" "bare libzip CRC pass" \
+    "true" "$bin verify --cache-dir $work/c-verify" \
+    "true" "$work/zipcrc $work/books/v0.epub"
 fi
 
 echo >>"$out"

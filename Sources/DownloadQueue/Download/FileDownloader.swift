@@ -1,3 +1,4 @@
+import CBookCacheShims
 import Crypto
 import Foundation
 import Logging
@@ -238,6 +239,12 @@ final class OutputFile: @unchecked Sendable {
     private var fd: Int32
     private let path: String
     private let url: URL
+    /// Bytes written since writeback was last started.
+    private var unflushed = 0
+    private var offset: Int64 = 0
+    /// Writeback is started every this many bytes, so the final fsync of a large file is short
+    /// and the disk works while the network does.
+    private static let writebackChunk = 8 << 20
 
     init(path: String, url: URL, append: Bool) throws {
         self.path = path
@@ -249,6 +256,9 @@ final class OutputFile: @unchecked Sendable {
             throw DownloadError(kind: .fileSystem, url: url, errnoCode: code, detail: "cannot create \(path): \(String(cString: strerror(code)))")
         }
         self.fd = fd
+        if append {
+            offset = Int64(lseek(fd, 0, SEEK_END))
+        }
     }
 
     func write(_ bytes: UnsafeRawBufferPointer) throws {
@@ -261,6 +271,12 @@ final class OutputFile: @unchecked Sendable {
                 throw DownloadError(kind: .fileSystem, url: url, errnoCode: code, detail: "writing \(path): \(String(cString: strerror(code)))")
             }
             offset += written
+        }
+        unflushed += bytes.count
+        if unflushed >= Self.writebackChunk {
+            _ = bookcache_start_writeback(fd, self.offset, Int64(unflushed))
+            self.offset += Int64(unflushed)
+            unflushed = 0
         }
     }
 

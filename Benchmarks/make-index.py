@@ -1,0 +1,37 @@
+#!/usr/bin/env python3
+"""Writes a cache with COUNT books in its index (metadata.json) for index benchmarks. One book
+file, ebooks/book0.epub, is real (copied from SOURCE); the others exist only in the index, which
+is all `list` reads.
+
+    python3 Benchmarks/make-index.py CACHE COUNT SOURCE
+"""
+import hashlib
+import json
+import os
+import shutil
+import sys
+
+cache, count, source = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+os.makedirs(os.path.join(cache, "ebooks"), exist_ok=True)
+os.makedirs(os.path.join(cache, "magazines"), exist_ok=True)
+os.makedirs(os.path.join(cache, "partial"), exist_ok=True)
+data = open(source, "rb").read()
+digest = hashlib.sha256(data).hexdigest()
+books = {}
+for i in range(count):
+    key = f"ebook-book{i}"
+    books[key] = {
+        "id": key, "bookType": "ebook", "bookId": f"book{i}", "title": f"Book number {i}",
+        "fileUrl": f"http://127.0.0.1:1/book{i}.epub", "localPath": f"ebooks/book{i}.epub",
+        "fileSize": len(data), "downloadedAt": "2026-01-01T00:00:00.000Z",
+        "lastAccessedAt": f"2026-01-01T00:{(i // 60) % 60:02d}:{i % 60:02d}.000Z",
+        "checksum": digest, "format": "epub", "etag": f'"e{i}"', "pinned": False, "outdated": False,
+    }
+shutil.copyfile(source, os.path.join(cache, "ebooks", "book0.epub"))
+with open(os.path.join(cache, "metadata.json"), "w") as f:
+    json.dump({"schemaVersion": 1, "books": books}, f, separators=(",", ":"), sort_keys=True)
+for name in ("metadata.journal",):
+    try:
+        os.remove(os.path.join(cache, name))
+    except FileNotFoundError:
+        pass
