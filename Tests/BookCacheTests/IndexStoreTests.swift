@@ -207,3 +207,43 @@ struct IndexJournalTests {
         #expect(try one.read().books.count == 6)
     }
 }
+
+@Suite("Index decoding")
+struct IndexDecodingTests {
+    @Test("the fast date path agrees with the general ISO-8601 parser", arguments: [
+        "2026-11-22T12:04:51.802Z", "1970-01-01T00:00:00Z", "2000-02-29T23:59:59.5Z", "1999-12-31T23:59:59.999Z", "2024-03-01T00:00:00.000Z",
+    ])
+    func dates(text: String) throws {
+        let general = try Date.ISO8601FormatStyle(includingFractionalSeconds: text.contains(".")).parse(text)
+        let fast = try #require(MetadataCoding.parseUTC(text))
+        #expect(abs(fast.timeIntervalSince1970 - general.timeIntervalSince1970) < 0.000_5)
+    }
+
+    @Test("other date forms are left to the general parser", arguments: ["2026-11-22T12:04:51+02:00", "2026-13-01T00:00:00Z", "yesterday", "2026-11-22 12:04:51Z"])
+    func otherDates(text: String) {
+        #expect(MetadataCoding.parseUTC(text) == nil)
+    }
+
+    @Test("a snapshot is read lazily, pretty or compact, and one record decodes alone")
+    func lazySnapshot() throws {
+        let json = """
+            {
+              "books" : {
+                "ebook-a" : {"id": "ebook-a", "bookType": "ebook", "bookId": "a", "title": "A \\"quoted\\" {title}", "fileUrl": "https://e.com/a",
+                             "localPath": "ebooks/a.epub", "fileSize": 3, "downloadedAt": "2026-01-01T00:00:00Z",
+                             "lastAccessedAt": "2026-01-01T00:00:00Z", "checksum": "", "format": "epub"},
+                "ebook-b" : {"broken": true}
+              },
+              "schemaVersion" : 1
+            }
+            """
+        let index = try MetadataIndex(snapshot: Data(json.utf8))
+        #expect(index.count == 2)
+        #expect(index[key: "ebook-a"]?.title == "A \"quoted\" {title}")
+        #expect(index[key: "ebook-b"] == nil, "an undecodable record reads as absent")
+        #expect(index.books.keys.sorted() == ["ebook-a"])
+        for bad in ["{\"books\": {\"x\": {}", "{\"books\": {}}", "[1,2]", "{\"schemaVersion\": 1, \"books\": {\"a\": \"unterminated}}"] {
+            #expect(throws: (any Error).self) { try MetadataIndex(snapshot: Data(bad.utf8)) }
+        }
+    }
+}

@@ -84,7 +84,7 @@ final class IndexStore: Sendable {
                 state.index = index
                 state.journalEntries += entries.count
                 state.journalOffset += appended
-                if state.journalEntries >= max(compactionThreshold, index.books.count) {
+                if state.journalEntries >= max(compactionThreshold, index.count) {
                     state = try writeSnapshot(index)
                 }
             }
@@ -165,15 +165,16 @@ final class IndexStore: Sendable {
         } catch {
             throw .indexUnusable(layout.indexFile.path, "cannot be read (\(error)); check its permissions")
         }
-        struct Header: Decodable { var schemaVersion: Int }
-        let decoder = MetadataCoding.decoder()
-        if let header = try? decoder.decode(Header.self, from: data), header.schemaVersion > MetadataIndex.currentSchemaVersion {
-            throw .indexUnusable(
-                layout.indexFile.path,
-                "was written by a newer BookCache (schema \(header.schemaVersion); this one reads \(MetadataIndex.currentSchemaVersion)); upgrade bookcache — the index was left untouched")
-        }
         do {
-            return .success(try decoder.decode(MetadataIndex.self, from: data))
+            let index = try MetadataIndex(snapshot: data)
+            guard index.schemaVersion <= MetadataIndex.currentSchemaVersion else {
+                throw BookCacheError.indexUnusable(
+                    layout.indexFile.path,
+                    "was written by a newer BookCache (schema \(index.schemaVersion); this one reads \(MetadataIndex.currentSchemaVersion)); upgrade bookcache — the index was left untouched")
+            }
+            return .success(index)
+        } catch let error as BookCacheError {
+            throw error
         } catch {
             return .failure(SnapshotProblem(description: "metadata.json is unreadable (\(error))"))
         }
@@ -217,7 +218,7 @@ final class IndexStore: Sendable {
     /// Writes `index` as the new snapshot and empties the journal.
     private func writeSnapshot(_ index: MetadataIndex) throws(BookCacheError) -> State {
         do {
-            let data = try MetadataCoding.encoder().encode(index)
+            let data = try index.encoded()
             try FileSystem.writeAtomically(data, to: layout.indexFile)
             // Only now may the journal go: replaying it onto the new snapshot would change nothing.
             if truncate(layout.journalFile.path, 0) != 0 && errno != ENOENT {

@@ -1,40 +1,68 @@
 import Foundation
+import Synchronization
 
 /// The index: a schema version and one record per cached book, keyed by `{type}-{bookId}`.
 ///
-/// It remembers which records a change touched, so ``IndexStore`` can append just those to the
-/// journal instead of rewriting the whole index.
-struct MetadataIndex: Codable, Sendable {
+/// A snapshot read from disk is not decoded whole: its records are located by a single scan and
+/// each is decoded when first asked for, so looking up one book in an index of thousands stays
+/// cheap. Changes sit on top of the snapshot, and the index remembers which keys a change
+/// touched, so ``IndexStore`` can append just those to the journal.
+struct MetadataIndex: Sendable {
     /// The schema this build writes. An index with a higher number is refused, never overwritten.
     static let currentSchemaVersion = 1
 
     var schemaVersion: Int
-    private(set) var books: [String: CachedBookMetadata]
+    /// The snapshot's records, decoded on demand.
+    private var snapshot: SnapshotRecords?
+    /// Records set (or removed, as `nil`) since the snapshot.
+    private var overrides: [String: CachedBookMetadata?] = [:]
     /// Keys set or removed since the index was loaded.
     private(set) var changedKeys: Set<String> = []
 
-    private enum CodingKeys: String, CodingKey {
-        case schemaVersion
-        case books
-    }
-
     init(books: [String: CachedBookMetadata] = [:]) {
         self.schemaVersion = Self.currentSchemaVersion
-        self.books = books
+        self.overrides = books.mapValues { $0 }
+    }
+
+    /// Reads a snapshot's structure; records are decoded later, when asked for.
+    /// - Throws: ``SnapshotRecords/Malformed`` when the bytes are not an index.
+    init(snapshot data: Data) throws {
+        let records = try SnapshotRecords(data)
+        self.schemaVersion = records.schemaVersion
+        self.snapshot = records
     }
 
     subscript(id: BookID) -> CachedBookMetadata? {
-        get { books[id.description] }
+        get { self[key: id.description] }
         set { self[key: id.description] = newValue }
     }
 
     subscript(key key: String) -> CachedBookMetadata? {
-        get { books[key] }
+        get {
+            if let override = overrides[key] { return override }
+            return snapshot?.record(for: key)
+        }
         set {
-            guard books[key] != newValue else { return }
-            books[key] = newValue
+            guard self[key: key] != newValue else { return }
+            overrides[key] = .some(newValue)
             changedKeys.insert(key)
         }
+    }
+
+    /// Every record (decoding the whole snapshot if it was not yet).
+    var books: [String: CachedBookMetadata] {
+        var all = snapshot?.allRecords() ?? [:]
+        for (key, value) in overrides { all[key] = value }
+        return all
+    }
+
+    /// How many books the index holds, without decoding them.
+    var count: Int {
+        var keys: Set<String> = snapshot.map { Set($0.keys) } ?? []
+        for (key, value) in overrides {
+            if value == nil { keys.remove(key) } else { keys.insert(key) }
+        }
+        return keys.count
     }
 
     /// Forgets which keys changed, after they have been written.
@@ -45,38 +73,224 @@ struct MetadataIndex: Codable, Sendable {
     /// Applies a journal entry without marking it changed.
     mutating func apply(_ entry: IndexJournal.Entry) {
         switch entry {
-        case .set(let record): books[record.id] = record
-        case .remove(let key): books[key] = nil
+        case .set(let record): overrides[record.id] = .some(record)
+        case .remove(let key): overrides[key] = .some(nil)
         }
+    }
+
+    /// The snapshot as written to `metadata.json`.
+    func encoded() throws -> Data {
+        struct Snapshot: Encodable {
+            var schemaVersion: Int
+            var books: [String: CachedBookMetadata]
+        }
+        return try MetadataCoding.encoder().encode(Snapshot(schemaVersion: schemaVersion, books: books))
     }
 }
 
-/// The JSON coders used for the index, sidecars and `list --json`: ISO-8601 dates with
-/// fractional seconds (so LRU order survives a round trip), sorted keys.
-public enum MetadataCoding {
-    /// An encoder for metadata: ISO-8601 dates, sorted keys.
-    public static func encoder(pretty: Bool = false) -> JSONEncoder {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = pretty ? [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes] : [.sortedKeys, .withoutEscapingSlashes]
-        encoder.dateEncodingStrategy = .custom { date, encoder in
-            var container = encoder.singleValueContainer()
-            try container.encode(date.formatted(Self.dateStyle))
-        }
-        return encoder
+/// The records of a snapshot, located by one scan of its bytes and decoded one at a time.
+final class SnapshotRecords: Sendable {
+    /// The bytes are not an index.
+    struct Malformed: Error, CustomStringConvertible {
+        var description: String
     }
 
-    /// A decoder for metadata; accepts ISO-8601 dates with or without fractional seconds.
-    public static func decoder() -> JSONDecoder {
-        let decoder = JSONDecoder()
-        decoder.dateDecodingStrategy = .custom { decoder in
-            let container = try decoder.singleValueContainer()
-            let string = try container.decode(String.self)
-            if let date = try? Self.dateStyle.parse(string) { return date }
-            if let date = try? Date.ISO8601FormatStyle().parse(string) { return date }
-            throw DecodingError.dataCorruptedError(in: container, debugDescription: "not an ISO-8601 date: \(string)")
+    let schemaVersion: Int
+    private let data: Data
+    private let ranges: [String: Range<Int>]
+    /// The bytes of the whole `books` object, for decoding every record in one pass.
+    private let booksRange: Range<Int>?
+    private let decoded = Mutex<[String: CachedBookMetadata]>([:])
+
+    var keys: Dictionary<String, Range<Int>>.Keys { ranges.keys }
+
+    init(_ data: Data) throws {
+        self.data = data
+        var version: Int?
+        var ranges: [String: Range<Int>] = [:]
+        var booksRange: Range<Int>?
+        try data.withUnsafeBytes { raw in
+        var scanner = JSONScanner(bytes: raw, base: data.startIndex)
+        try scanner.object { key, scanner in
+            switch key {
+            case "schemaVersion":
+                version = try scanner.integer()
+            case "books":
+                scanner.skipWhitespace()
+                let start = scanner.position
+                try scanner.object { bookKey, scanner in
+                    ranges[bookKey] = try scanner.skipValue()
+                }
+                booksRange = (scanner.base + start)..<(scanner.base + scanner.position)
+            default:
+                _ = try scanner.skipValue()
+            }
         }
-        return decoder
+        try scanner.end()
+        }
+        guard let version else { throw Malformed(description: "no schemaVersion") }
+        self.schemaVersion = version
+        self.ranges = ranges
+        self.booksRange = booksRange
     }
 
-    private static let dateStyle = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
+    /// One record, decoded on first use; `nil` when absent or undecodable.
+    func record(for key: String) -> CachedBookMetadata? {
+        if let hit = decoded.withLock({ $0[key] }) { return hit }
+        guard let range = ranges[key],
+            let record = try? MetadataCoding.decoder().decode(CachedBookMetadata.self, from: data[range])
+        else { return nil }
+        decoded.withLock { $0[key] = record }
+        return record
+    }
+
+    /// Every record; ones that cannot be decoded are left out (verify reports their files as strays).
+    func allRecords() -> [String: CachedBookMetadata] {
+        let decoder = MetadataCoding.decoder()
+        if decoded.withLock({ $0.count }) < ranges.count, let booksRange,
+            let all = try? decoder.decode([String: CachedBookMetadata].self, from: data[booksRange])
+        {
+            // One pass over the whole object is much faster than a decoder per record.
+            decoded.withLock { $0 = all }
+            return all
+        }
+        var all = decoded.withLock { $0 }
+        for (key, range) in ranges where all[key] == nil {
+            if let record = try? decoder.decode(CachedBookMetadata.self, from: data[range]) { all[key] = record }
+        }
+        decoded.withLock { $0 = all }
+        return all
+    }
+}
+
+/// A minimal JSON scanner over raw bytes: enough to walk objects, read keys and integers, and
+/// skip values while checking that strings, escapes and brackets are well-formed. Positions are
+/// offsets in the buffer; ranges it returns are shifted by `base` (the `Data`'s start index).
+struct JSONScanner {
+    let bytes: UnsafeRawBufferPointer
+    let base: Int
+    var position = 0
+
+    init(bytes: UnsafeRawBufferPointer, base: Int) {
+        self.bytes = bytes
+        self.base = base
+    }
+
+    private func fail(_ what: String) -> SnapshotRecords.Malformed {
+        SnapshotRecords.Malformed(description: "\(what) at byte \(position)")
+    }
+
+    mutating func skipWhitespace() {
+        while position < bytes.count, [0x20, 0x0A, 0x0D, 0x09].contains(bytes[position]) { position += 1 }
+    }
+
+    mutating func expect(_ byte: UInt8) throws {
+        skipWhitespace()
+        guard position < bytes.count, bytes[position] == byte else { throw fail("expected '\(Character(UnicodeScalar(byte)))'") }
+        position += 1
+    }
+
+    /// Walks an object, calling `body` with each key; `body` must consume the value.
+    mutating func object(_ body: (String, inout JSONScanner) throws -> Void) throws {
+        try expect(UInt8(ascii: "{"))
+        skipWhitespace()
+        if position < bytes.count, bytes[position] == UInt8(ascii: "}") {
+            position += 1
+            return
+        }
+        while true {
+            let key = try string()
+            try expect(UInt8(ascii: ":"))
+            skipWhitespace()
+            try body(key, &self)
+            skipWhitespace()
+            guard position < bytes.count else { throw fail("unterminated object") }
+            if bytes[position] == UInt8(ascii: ",") {
+                position += 1
+                continue
+            }
+            if bytes[position] == UInt8(ascii: "}") {
+                position += 1
+                return
+            }
+            throw fail("expected ',' or '}'")
+        }
+    }
+
+    mutating func string() throws -> String {
+        skipWhitespace()
+        let start = position
+        try skipString()
+        let inner = UnsafeRawBufferPointer(rebasing: bytes[(start + 1)..<(position - 1)])
+        if !inner.contains(UInt8(ascii: "\\")) { return String(decoding: inner, as: UTF8.self) }
+        guard let text = try? JSONDecoder().decode(String.self, from: Data(bytes[start..<position])) else { throw fail("invalid string") }
+        return text
+    }
+
+    mutating func integer() throws -> Int {
+        skipWhitespace()
+        let start = position
+        while position < bytes.count, bytes[position] == UInt8(ascii: "-") || (bytes[position] >= 0x30 && bytes[position] <= 0x39) {
+            position += 1
+        }
+        guard let value = Int(String(decoding: UnsafeRawBufferPointer(rebasing: bytes[start..<position]), as: UTF8.self)) else {
+            throw fail("expected an integer")
+        }
+        return value
+    }
+
+    private mutating func skipString() throws {
+        guard position < bytes.count, bytes[position] == UInt8(ascii: "\"") else { throw fail("expected a string") }
+        position += 1
+        while position < bytes.count {
+            let byte = bytes[position]
+            if byte == UInt8(ascii: "\\") {
+                position += 2
+                continue
+            }
+            position += 1
+            if byte == UInt8(ascii: "\"") { return }
+            if byte < 0x20 { throw fail("control character in a string") }
+        }
+        throw fail("unterminated string")
+    }
+
+    /// Skips one value (checking its brackets and strings) and returns its byte range.
+    mutating func skipValue() throws -> Range<Int> {
+        skipWhitespace()
+        let start = position
+        guard position < bytes.count else { throw fail("expected a value") }
+        switch bytes[position] {
+        case UInt8(ascii: "\""):
+            try skipString()
+        case UInt8(ascii: "{"), UInt8(ascii: "["):
+            var depth = 0
+            while position < bytes.count {
+                let byte = bytes[position]
+                if byte == UInt8(ascii: "\"") {
+                    try skipString()
+                    continue
+                }
+                position += 1
+                if byte == UInt8(ascii: "{") || byte == UInt8(ascii: "[") { depth += 1 }
+                if byte == UInt8(ascii: "}") || byte == UInt8(ascii: "]") {
+                    depth -= 1
+                    if depth == 0 { return (base + start)..<(base + position) }
+                }
+                if depth > 64 { throw fail("nested too deeply") }
+            }
+            throw fail("unterminated value")
+        default:
+            while position < bytes.count, ![UInt8(ascii: ","), UInt8(ascii: "}"), UInt8(ascii: "]"), 0x20, 0x0A, 0x0D, 0x09].contains(bytes[position]) {
+                position += 1
+            }
+            guard position > start else { throw fail("expected a value") }
+        }
+        return (base + start)..<(base + position)
+    }
+
+    mutating func end() throws {
+        skipWhitespace()
+        guard position == bytes.count else { throw fail("trailing bytes") }
+    }
 }

@@ -1,0 +1,78 @@
+import Foundation
+
+/// The JSON coders used for the index, sidecars and `list --json`: ISO-8601 dates with
+/// fractional seconds (so LRU order survives a round trip), sorted keys.
+public enum MetadataCoding {
+    /// An encoder for metadata: ISO-8601 dates, sorted keys.
+    public static func encoder(pretty: Bool = false) -> JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = pretty ? [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes] : [.sortedKeys, .withoutEscapingSlashes]
+        encoder.dateEncodingStrategy = .custom { date, encoder in
+            var container = encoder.singleValueContainer()
+            try container.encode(date.formatted(Self.dateStyle))
+        }
+        return encoder
+    }
+
+    /// A decoder for metadata; accepts ISO-8601 dates with or without fractional seconds.
+    public static func decoder() -> JSONDecoder {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .custom { decoder in
+            let container = try decoder.singleValueContainer()
+            let string = try container.decode(String.self)
+            if let date = parseUTC(string) { return date }
+            if let date = try? Self.dateStyle.parse(string) { return date }
+            if let date = try? Date.ISO8601FormatStyle().parse(string) { return date }
+            throw DecodingError.dataCorruptedError(in: container, debugDescription: "not an ISO-8601 date: \(string)")
+        }
+        return decoder
+    }
+
+    private static let dateStyle = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
+
+    /// The fast path for the form this library writes, `2026-11-22T12:04:51.802Z` (fraction
+    /// optional); `nil` for anything else, which the general parser then tries.
+    static func parseUTC(_ text: String) -> Date? {
+        var utf8 = text.utf8
+        return utf8.withContiguousStorageIfAvailable { bytes -> Date? in
+            guard bytes.count >= 20, bytes[4] == 0x2D, bytes[7] == 0x2D, bytes[10] == 0x54, bytes[13] == 0x3A, bytes[16] == 0x3A,
+                bytes[bytes.count - 1] == 0x5A
+            else { return nil }
+            func number(_ from: Int, _ length: Int) -> Int? {
+                var value = 0
+                for index in from..<(from + length) {
+                    let digit = Int(bytes[index]) - 48
+                    guard (0...9).contains(digit) else { return nil }
+                    value = value * 10 + digit
+                }
+                return value
+            }
+            guard let year = number(0, 4), let month = number(5, 2), let day = number(8, 2), let hour = number(11, 2),
+                let minute = number(14, 2), let second = number(17, 2), (1...12).contains(month), (1...31).contains(day),
+                hour < 24, minute < 60, second < 61
+            else { return nil }
+            var fraction = 0.0
+            if bytes.count > 20 {
+                guard bytes[19] == 0x2E, bytes.count > 21 else { return nil }
+                var scale = 0.1
+                for index in 20..<(bytes.count - 1) {
+                    let digit = Int(bytes[index]) - 48
+                    guard (0...9).contains(digit) else { return nil }
+                    fraction += Double(digit) * scale
+                    scale /= 10
+                }
+            } else if bytes.count != 20 {
+                return nil
+            }
+            // Days from the civil date (Howard Hinnant's algorithm), proleptic Gregorian, UTC.
+            let y = month <= 2 ? year - 1 : year
+            let era = (y >= 0 ? y : y - 399) / 400
+            let yearOfEra = y - era * 400
+            let dayOfYear = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1
+            let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+            let days = era * 146_097 + dayOfEra - 719_468
+            let seconds = Double(days * 86_400 + hour * 3600 + minute * 60 + second) + fraction
+            return Date(timeIntervalSince1970: seconds)
+        } ?? nil
+    }
+}
