@@ -137,29 +137,33 @@ final class SnapshotRecords: Sendable {
     /// One record, decoded on first use; `nil` when absent or undecodable.
     func record(for key: String) -> CachedBookMetadata? {
         if let hit = decoded.withLock({ $0[key] }) { return hit }
-        guard let range = ranges[key],
-            let record = try? MetadataCoding.decoder().decode(CachedBookMetadata.self, from: data[range])
-        else { return nil }
+        guard let range = ranges[key], let record = decode(range) else { return nil }
         decoded.withLock { $0[key] = record }
         return record
     }
 
     /// Every record; ones that cannot be decoded are left out (verify reports their files as strays).
     func allRecords() -> [String: CachedBookMetadata] {
-        let decoder = MetadataCoding.decoder()
-        if decoded.withLock({ $0.count }) < ranges.count, let booksRange,
-            let all = try? decoder.decode([String: CachedBookMetadata].self, from: data[booksRange])
-        {
-            // One pass over the whole object is much faster than a decoder per record.
-            decoded.withLock { $0 = all }
-            return all
-        }
         var all = decoded.withLock { $0 }
+        guard all.count < ranges.count else { return all }
+        all.reserveCapacity(ranges.count)
         for (key, range) in ranges where all[key] == nil {
-            if let record = try? decoder.decode(CachedBookMetadata.self, from: data[range]) { all[key] = record }
+            if let record = decode(range) { all[key] = record }
         }
         decoded.withLock { $0 = all }
         return all
+    }
+
+    /// Decodes one record: the direct scanner first (several times faster than `JSONDecoder`
+    /// for the records this library writes), `JSONDecoder` for anything it does not expect.
+    private func decode(_ range: Range<Int>) -> CachedBookMetadata? {
+        let fast = data.withUnsafeBytes { raw -> CachedBookMetadata? in
+            let slice = UnsafeRawBufferPointer(rebasing: raw[(range.lowerBound - data.startIndex)..<(range.upperBound - data.startIndex)])
+            var scanner = JSONScanner(bytes: slice, base: 0)
+            return try? CachedBookMetadata.scan(&scanner)
+        }
+        if let fast { return fast }
+        return try? MetadataCoding.decoder().decode(CachedBookMetadata.self, from: data[range])
     }
 }
 
@@ -292,5 +296,90 @@ struct JSONScanner {
     mutating func end() throws {
         skipWhitespace()
         guard position == bytes.count else { throw fail("trailing bytes") }
+    }
+}
+
+extension CachedBookMetadata {
+    /// Reads a record straight from JSON bytes. Throws on anything unexpected (the caller then
+    /// falls back to `JSONDecoder`), so it never guesses.
+    static func scan(_ scanner: inout JSONScanner) throws -> CachedBookMetadata {
+        var strings: [String: String] = [:]
+        var fileSize: Int64?
+        var pinned = false
+        var outdated = false
+        var syncSources: [String] = []
+        try scanner.object { key, scanner in
+            switch key {
+            case "fileSize": fileSize = Int64(try scanner.integer())
+            case "pinned": pinned = try scanner.boolean()
+            case "outdated": outdated = try scanner.boolean()
+            case "syncSources": syncSources = try scanner.stringArray()
+            default:
+                if scanner.peekNull() {
+                    _ = try scanner.skipValue()
+                } else {
+                    strings[key] = try scanner.string()
+                }
+            }
+        }
+        struct Missing: Error {}
+        func required(_ key: String) throws -> String {
+            guard let value = strings[key] else { throw Missing() }
+            return value
+        }
+        guard let type = BookType(rawValue: try required("bookType")), let format = BookFormat(rawValue: try required("format")),
+            let fileSize, let downloaded = MetadataCoding.parseUTC(try required("downloadedAt")),
+            let accessed = MetadataCoding.parseUTC(try required("lastAccessedAt"))
+        else { throw Missing() }
+        let id = try BookID(type: type, bookId: try required("bookId"))
+        guard id.description == (try required("id")) else { throw Missing() }
+        var record = CachedBookMetadata(
+            id: id, title: try required("title"), coverUrl: strings["coverUrl"], fileUrl: try required("fileUrl"),
+            localPath: try required("localPath"), fileSize: fileSize, downloadedAt: downloaded, lastAccessedAt: accessed,
+            checksum: try required("checksum"), format: format, etag: strings["etag"], lastModified: strings["lastModified"])
+        record.pinned = pinned
+        record.outdated = outdated
+        record.coverPath = strings["coverPath"]
+        record.syncSources = syncSources
+        return record
+    }
+}
+
+extension JSONScanner {
+    mutating func peekNull() -> Bool {
+        skipWhitespace()
+        return position + 4 <= bytes.count && bytes[position] == UInt8(ascii: "n")
+    }
+
+    mutating func boolean() throws -> Bool {
+        skipWhitespace()
+        if position + 4 <= bytes.count, bytes[position] == UInt8(ascii: "t") {
+            position += 4
+            return true
+        }
+        if position + 5 <= bytes.count, bytes[position] == UInt8(ascii: "f") {
+            position += 5
+            return false
+        }
+        throw SnapshotRecords.Malformed(description: "expected a boolean at byte \(position)")
+    }
+
+    mutating func stringArray() throws -> [String] {
+        try expect(UInt8(ascii: "["))
+        var values: [String] = []
+        skipWhitespace()
+        if position < bytes.count, bytes[position] == UInt8(ascii: "]") {
+            position += 1
+            return values
+        }
+        while true {
+            values.append(try string())
+            skipWhitespace()
+            guard position < bytes.count else { throw SnapshotRecords.Malformed(description: "unterminated array") }
+            let byte = bytes[position]
+            position += 1
+            if byte == UInt8(ascii: "]") { return values }
+            guard byte == UInt8(ascii: ",") else { throw SnapshotRecords.Malformed(description: "expected ',' or ']'") }
+        }
     }
 }

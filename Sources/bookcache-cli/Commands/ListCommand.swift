@@ -35,8 +35,7 @@ struct ListCommand: AsyncParsableCommand {
             return book
         }
         if json {
-            let data = try MetadataCoding.encoder(pretty: true).encode(books.map(ListedBook.init))
-            Terminal.write(String(decoding: data, as: UTF8.self))
+            Terminal.write(ListedBook.jsonArray(books))
             return
         }
         if books.isEmpty {
@@ -49,7 +48,7 @@ struct ListCommand: AsyncParsableCommand {
         var table = TableFormatter(header: ["ID", "TYPE", "SIZE", "STATUS", "LAST ACCESS", "TITLE"], rightAligned: [2])
         for book in books {
             table.rows.append([
-                book.id, book.bookType.rawValue, ByteFormat.string(book.fileSize), ListedBook(book).status + (book.pinned ? ", pinned" : ""),
+                book.id, book.bookType.rawValue, ByteFormat.string(book.fileSize), ListedBook.status(book) + (book.pinned ? ", pinned" : ""),
                 dateFormatter.string(from: book.lastAccessedAt),
                 book.title,
             ])
@@ -65,20 +64,59 @@ struct ListCommand: AsyncParsableCommand {
 }
 
 /// A record as `list --json` prints it: every field, plus `status` (`cached` or `outdated`).
-struct ListedBook: Encodable {
-    let record: CachedBookMetadata
+/// Written by hand rather than with `JSONEncoder`: with 10,000 books it is most of the command's
+/// time otherwise. The output is the same: pretty, sorted keys, ISO-8601 dates.
+enum ListedBook {
+    static func status(_ record: CachedBookMetadata) -> String { record.outdated ? "outdated" : "cached" }
 
-    init(_ record: CachedBookMetadata) {
-        self.record = record
+    static func jsonArray(_ books: [CachedBookMetadata]) -> String {
+        if books.isEmpty { return "[\n\n]" }
+        var out = "[\n"
+        out.reserveCapacity(books.count * 600)
+        for (position, book) in books.enumerated() {
+            var fields: [(String, String)] = [
+                ("bookId", quote(book.bookId)), ("bookType", quote(book.bookType.rawValue)), ("checksum", quote(book.checksum)),
+                ("downloadedAt", quote(date(book.downloadedAt))), ("fileSize", String(book.fileSize)), ("fileUrl", quote(book.fileUrl)),
+                ("format", quote(book.format.rawValue)), ("id", quote(book.id)), ("lastAccessedAt", quote(date(book.lastAccessedAt))),
+                ("localPath", quote(book.localPath)), ("outdated", String(book.outdated)), ("pinned", String(book.pinned)),
+                ("status", quote(status(book))), ("title", quote(book.title)),
+            ]
+            if let cover = book.coverUrl { fields.append(("coverUrl", quote(cover))) }
+            if let path = book.coverPath { fields.append(("coverPath", quote(path))) }
+            if let etag = book.etag { fields.append(("etag", quote(etag))) }
+            if let modified = book.lastModified { fields.append(("lastModified", quote(modified))) }
+            if !book.syncSources.isEmpty { fields.append(("syncSources", "[" + book.syncSources.map(quote).joined(separator: ", ") + "]")) }
+            fields.sort { $0.0 < $1.0 }
+            out += "  {\n"
+            for (index, field) in fields.enumerated() {
+                out += "    \"\(field.0)\" : \(field.1)"
+                out += index == fields.count - 1 ? "\n" : ",\n"
+            }
+            out += position == books.count - 1 ? "  }\n" : "  },\n"
+        }
+        return out + "]"
     }
 
-    var status: String { record.outdated ? "outdated" : "cached" }
+    private static let dateStyle = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
 
-    private enum Keys: String, CodingKey { case status }
+    private static func date(_ date: Date) -> String { date.formatted(dateStyle) }
 
-    func encode(to encoder: any Encoder) throws {
-        try record.encode(to: encoder)
-        var container = encoder.container(keyedBy: Keys.self)
-        try container.encode(status, forKey: .status)
+    /// A JSON string literal.
+    static func quote(_ text: String) -> String {
+        if !text.utf8.contains(where: { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C }) { return "\"" + text + "\"" }
+        var out = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case _ where scalar.value < 0x20:
+                out += String(format: "\\u%04x", scalar.value)
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out + "\""
     }
 }
