@@ -219,6 +219,14 @@ struct IndexDecodingTests {
         #expect(abs(fast.timeIntervalSince1970 - general.timeIntervalSince1970) < 0.000_5)
     }
 
+    @Test("dates are written as the general formatter writes them", arguments: [0.0, 1_700_000_000.5, 1_763_812_345.25, 951_868_799.5, -86_400.25])
+    func formatting(seconds: Double) {
+        let date = Date(timeIntervalSince1970: seconds)
+        #expect(MetadataCoding.formatUTC(date) == date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true)))
+        let back = try? #require(MetadataCoding.parseUTC(MetadataCoding.formatUTC(date)))
+        #expect(abs((back?.timeIntervalSince1970 ?? 0) - seconds) < 0.001)
+    }
+
     @Test("other date forms are left to the general parser", arguments: ["2026-11-22T12:04:51+02:00", "2026-13-01T00:00:00Z", "yesterday", "2026-11-22 12:04:51Z"])
     func otherDates(text: String) {
         #expect(MetadataCoding.parseUTC(text) == nil)

@@ -9,7 +9,7 @@ public enum MetadataCoding {
         encoder.outputFormatting = pretty ? [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes] : [.sortedKeys, .withoutEscapingSlashes]
         encoder.dateEncodingStrategy = .custom { date, encoder in
             var container = encoder.singleValueContainer()
-            try container.encode(date.formatted(Self.dateStyle))
+            try container.encode(formatUTC(date))
         }
         return encoder
     }
@@ -29,6 +29,41 @@ public enum MetadataCoding {
     }
 
     private static let dateStyle = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
+
+    /// `2026-11-22T12:04:51.802Z`: UTC with milliseconds, written directly (the inverse of
+    /// ``parseUTC(_:)``), since the general formatter is slow for thousands of dates.
+    public static func formatUTC(_ date: Date) -> String {
+        let totalMilliseconds = Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
+        var days = Int(totalMilliseconds >= 0 ? totalMilliseconds / 86_400_000 : (totalMilliseconds - 86_399_999) / 86_400_000)
+        let millisOfDay = Int(totalMilliseconds - Int64(days) * 86_400_000)
+        // Civil date from days (Howard Hinnant's algorithm).
+        days += 719_468
+        let era = (days >= 0 ? days : days - 146_096) / 146_097
+        let dayOfEra = days - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let mp = (5 * dayOfYear + 2) / 153
+        let day = dayOfYear - (153 * mp + 2) / 5 + 1
+        let month = mp < 10 ? mp + 3 : mp - 9
+        let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
+        guard (0...9999).contains(year) else { return date.formatted(dateStyle) }
+        var bytes = [UInt8](repeating: 0, count: 24)
+        func put(_ value: Int, _ at: Int, _ width: Int) {
+            var v = value
+            for i in stride(from: at + width - 1, through: at, by: -1) {
+                bytes[i] = UInt8(48 + v % 10)
+                v /= 10
+            }
+        }
+        put(year, 0, 4); bytes[4] = 0x2D
+        put(month, 5, 2); bytes[7] = 0x2D
+        put(day, 8, 2); bytes[10] = 0x54
+        put(millisOfDay / 3_600_000, 11, 2); bytes[13] = 0x3A
+        put(millisOfDay / 60_000 % 60, 14, 2); bytes[16] = 0x3A
+        put(millisOfDay / 1000 % 60, 17, 2); bytes[19] = 0x2E
+        put(millisOfDay % 1000, 20, 3); bytes[23] = 0x5A
+        return String(decoding: bytes, as: UTF8.self)
+    }
 
     /// The fast path for the form this library writes, `2026-11-22T12:04:51.802Z` (fraction
     /// optional); `nil` for anything else, which the general parser then tries.

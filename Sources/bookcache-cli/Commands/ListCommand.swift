@@ -97,9 +97,7 @@ enum ListedBook {
         return out + "]"
     }
 
-    private static let dateStyle = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
-
-    private static func date(_ date: Date) -> String { date.formatted(dateStyle) }
+    private static func date(_ date: Date) -> String { MetadataCoding.formatUTC(date) }
 
     /// A JSON string literal.
     static func quote(_ text: String) -> String {
