@@ -17,9 +17,9 @@ import Synchronization
 /// ```swift
 /// let manager = BookCacheManager(configuration: .init(rootDirectory: CacheLayout.defaultRoot()), logger: logger)
 /// let request = try BookDownloadRequest(url: "https://example.com/moby.epub", id: BookID(type: .ebook, bookId: "moby"))
-/// let result = try await manager.download(request) { progress in
+/// let result = try await manager.download(request, onProgress: { progress in
 ///     print(progress.fractionCompleted ?? 0)
-/// }
+/// })
 /// print(result.fileURL.path)
 /// ```
 public actor BookCacheManager {
