@@ -125,15 +125,16 @@ public struct FileDownloader: Sendable {
         let validator = ResumeRecord.validator(etag: etag, lastModified: lastModified)
         let resumable = resume && validator != nil
         var received = offset
-        var hasher = SHA256()
+        let hasher = HashBox()
         let file: OutputFile
+        // The resume record is written once a meaningful amount has arrived (or when an attempt
+        // fails), not for every small book: one file fewer to create per download.
+        var recordSaved = offset > 0
+        let record = validator.map { ResumeRecord(url: url.absoluteString, validator: $0, totalLength: expectedTotal) }
         do {
             file = try OutputFile(path: destination, url: finalURL, append: offset > 0)
             if offset > 0 {
-                try Self.hashPrefix(of: destination, length: offset, into: &hasher, url: finalURL)
-            }
-            if resumable, let validator {
-                try ResumeRecord(url: url.absoluteString, validator: validator, totalLength: expectedTotal).save(for: destination)
+                try Self.hashPrefix(of: destination, length: offset, into: &hasher.value, url: finalURL)
             } else {
                 ResumeRecord.remove(for: destination)
             }
@@ -141,6 +142,8 @@ public struct FileDownloader: Sendable {
             Self.discard(destination)
             throw DownloadError.classifying(error, url: finalURL)
         }
+        var batch: [ByteBuffer] = []
+        var batchBytes = 0
         do {
             onProgress(DownloadProgress(receivedBytes: received, totalBytes: expectedTotal))
             for try await buffer in response.body {
@@ -151,12 +154,21 @@ public struct FileDownloader: Sendable {
                         kind: .bodyTooLong, url: finalURL,
                         detail: "received more than the \(expectedTotal ?? maxBytes) bytes announced")
                 }
-                try buffer.withUnsafeReadableBytes { bytes in
-                    hasher.update(bufferPointer: bytes)
-                    try file.write(bytes)
+                batch.append(buffer)
+                batchBytes += buffer.readableBytes
+                if batchBytes >= Self.batchBytes {
+                    try Self.hashAndWrite(batch, hasher: hasher, file: file)
+                    batch.removeAll(keepingCapacity: true)
+                    batchBytes = 0
+                    if resumable, !recordSaved, let record, received - offset >= Self.recordAfterBytes {
+                        try record.save(for: destination)
+                        recordSaved = true
+                    }
                 }
                 onProgress(DownloadProgress(receivedBytes: received, totalBytes: expectedTotal))
             }
+            try Self.hashAndWrite(batch, hasher: hasher, file: file)
+            batch.removeAll()
             try Task.checkCancellation()
             if let expectedTotal, received != expectedTotal {
                 throw DownloadError(
@@ -166,8 +178,14 @@ public struct FileDownloader: Sendable {
             try file.syncAndClose()
         } catch {
             let failure = DownloadError.classifying(error, url: finalURL)
+            // What already arrived is kept on disk, so a resume starts after it.
+            let flushed = (try? Self.hashAndWrite(batch, hasher: hasher, file: file)) != nil
             file.close()
-            if resumable && (failure.isRetryable || failure.kind == .cancelled) && failure.kind != .bodyTooLong {
+            let keep = resumable && flushed && (failure.isRetryable || failure.kind == .cancelled) && failure.kind != .bodyTooLong
+            if keep, !recordSaved, let record, (try? record.save(for: destination)) != nil {
+                recordSaved = true
+            }
+            if keep && recordSaved {
                 logger.debug("keeping the partial file for resume", metadata: ["bytes": "\(received)", "path": "\(destination)"])
             } else {
                 Self.discard(destination)
@@ -181,13 +199,48 @@ public struct FileDownloader: Sendable {
         return DownloadedFile(
             path: destination,
             byteCount: received,
-            sha256: Self.hex(hasher.finalize()),
+            sha256: Self.hex(hasher.value.finalize()),
             etag: etag,
             lastModified: lastModified,
             contentType: response.header("Content-Type"),
             finalURL: URLRedaction.redacted(finalURL),
             resumedFrom: offset
         )
+    }
+
+    /// Bytes gathered before they are hashed and written; big enough that hashing and writing
+    /// can run on two cores at once.
+    static let batchBytes = 1 << 20
+    /// Bytes that must arrive before a resume record is written.
+    static let recordAfterBytes: Int64 = 1 << 20
+
+    /// Hashes and writes a batch of buffers; a large batch is hashed on one core while it is
+    /// written on another.
+    static func hashAndWrite(_ batch: [ByteBuffer], hasher: HashBox, file: OutputFile) throws {
+        let total = batch.reduce(0) { $0 + $1.readableBytes }
+        guard total > 0 else { return }
+        if total < batchBytes / 2 {
+            for buffer in batch {
+                try buffer.withUnsafeReadableBytes { bytes in
+                    hasher.value.update(bufferPointer: bytes)
+                    try file.write(bytes)
+                }
+            }
+            return
+        }
+        let failure = ErrorBox()
+        DispatchQueue.concurrentPerform(iterations: 2) { lane in
+            if lane == 0 {
+                for buffer in batch { buffer.withUnsafeReadableBytes { hasher.value.update(bufferPointer: $0) } }
+            } else {
+                do {
+                    for buffer in batch { try buffer.withUnsafeReadableBytes { try file.write($0) } }
+                } catch {
+                    failure.error = error
+                }
+            }
+        }
+        if let error = failure.error { throw error }
     }
 
     /// Removes a partial file and its resume record.
@@ -221,7 +274,8 @@ public struct FileDownloader: Sendable {
         }
     }
 
-    static func hex<D: Sequence>(_ digest: D) -> String where D.Element == UInt8 {
+    /// Lowercase hexadecimal of a digest, as checksums are written.
+    public static func hex<D: Sequence>(_ digest: D) -> String where D.Element == UInt8 {
         let digits = Array("0123456789abcdef".utf8)
         var out = [UInt8]()
         out.reserveCapacity(64)
@@ -321,4 +375,14 @@ private func systemClose(_ fd: Int32) -> Int32 {
     #else
         return Darwin.close(fd)
     #endif
+}
+
+/// The running SHA-256 of a download; used by one lane of ``FileDownloader/hashAndWrite`` at a time.
+final class HashBox: @unchecked Sendable {
+    var value = SHA256()
+}
+
+/// The error from the writing lane, read after both lanes have finished.
+final class ErrorBox: @unchecked Sendable {
+    var error: (any Error)?
 }
