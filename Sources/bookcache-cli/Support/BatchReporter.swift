@@ -67,7 +67,7 @@ final class BatchReporter: Sendable {
     }
 
     func finished(_ outcome: BatchOutcome) {
-        let counts = state.withLock { state -> Void in
+        state.withLock { state in
             if let id = outcome.id {
                 state.active[id] = nil
                 state.order.removeAll { $0 == id }
@@ -80,7 +80,6 @@ final class BatchReporter: Sendable {
             }
             if outcome.status == .cached { state.bytes += outcome.bytes }
         }
-        _ = counts
         switch mode {
         case .json:
             Terminal.write(Self.json(outcome))
@@ -212,6 +211,7 @@ final class BatchReporter: Sendable {
     }
 
     private static func encode(_ object: [String: Any]) -> String {
+        // Only strings, numbers, booleans and nulls go in, so serialising cannot fail.
         guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]) else {
             return "{}"
         }
