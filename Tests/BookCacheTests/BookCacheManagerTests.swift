@@ -70,6 +70,21 @@ struct BookCacheManagerTests {
         }
     }
 
+    @Test("the README's snippet: progress as bytes arrive, then open offline")
+    func readmeSnippet() async throws {
+        try await withServerAndDirectory(files: ["alice.epub": try Fixtures.data("alice.epub")]) { server, dir in
+            let manager = makeManager(dir)
+            let request = try request(server, "alice.epub", id: "ebook-alice")
+            let seen = EventLog()
+            let result = try await manager.download(request, onProgress: { progress in
+                if progress.fractionCompleted == 1 { seen.append(.progress(DownloadJobID.placeholder, progress)) }
+            })
+            let file = try await manager.open(request.id)
+            #expect(file == result.fileURL)
+            #expect(seen.kinds == ["progress"])
+        }
+    }
+
     @Test("a cached book is not downloaded again")
     func alreadyCached() async throws {
         try await withServerAndDirectory(files: ["alice.epub": try Fixtures.data("alice.epub")]) { server, dir in

@@ -51,6 +51,9 @@ public struct DownloadRequest: Sendable {
 public struct DownloadJobID: Hashable, Sendable, CustomStringConvertible {
     let value: UInt64
     public var description: String { "job-\(value)" }
+
+    /// An id that no queue hands out, for events made outside a queue (tests, adapters).
+    public static let placeholder = DownloadJobID(value: 0)
 }
 
 /// What happens to a job, in order: queued, then for each attempt started and progress, then
