@@ -20,7 +20,11 @@ enum FileSystem {
     /// target; it must be on the same filesystem), `fsync`, `rename`, then `fsync` of the folder.
     /// Readers see the old file or the new one, never a mix. The temporary name carries the pid,
     /// so one left by a killed process can be recognised (``isStaleTemporary(_:)``).
-    static func writeAtomically(_ data: Data, to url: URL, temporaryFolder: URL? = nil) throws {
+    ///
+    /// With `durable` off, neither the file nor the folder is `fsync`ed: for files whose loss in a
+    /// power cut costs nothing (a sidecar whose folder is synced by the book's own rename right
+    /// after; a rebuild skips a torn sidecar).
+    static func writeAtomically(_ data: Data, to url: URL, temporaryFolder: URL? = nil, durable: Bool = true) throws {
         let folder = url.deletingLastPathComponent().path
         let tempFolder = temporaryFolder?.path ?? folder
         let temp = tempFolder + "/.\(url.lastPathComponent).\(getpid()).\(UUID().uuidString.prefix(8)).tmp"
@@ -43,11 +47,13 @@ enum FileSystem {
                     offset += n
                 }
             }
-            guard fsync(fd) == 0 else { throw CallError(operation: "fsync", path: temp, code: errno) }
+            if durable {
+                guard fsync(fd) == 0 else { throw CallError(operation: "fsync", path: temp, code: errno) }
+            }
         }
         guard rename(temp, url.path) == 0 else { throw CallError(operation: "rename", path: url.path, code: errno) }
         ok = true
-        syncDirectory(folder)
+        if durable { syncDirectory(folder) }
     }
 
     /// Whether `name` is a temporary file of ``writeAtomically(_:to:temporaryFolder:)`` whose
