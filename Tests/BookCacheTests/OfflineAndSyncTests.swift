@@ -42,10 +42,14 @@ struct OfflineTests {
         try await server.shutdown()
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
+        // A manager that would retry connection failures three times...
+        let manager = makeManager(dir, retryPolicy: RetryPolicy(retries: 3))
         let error = await #expect(throws: BookCacheError.self) {
-            try await makeManager(dir).open(try BookDownloadRequest(url: url, id: BookID(parsing: "ebook-alice")))
+            try await manager.open(try BookDownloadRequest(url: url, id: BookID(parsing: "ebook-alice")))
         }
         #expect(error?.kind == .offline)
+        // ...says offline after one attempt when a reader is waiting.
+        #expect((error?.underlying as? DownloadError)?.attempts == 1)
         #expect(error?.message.contains("not cached and the network is unavailable") == true)
         let byID = await #expect(throws: BookCacheError.self) { try await makeManager(dir).open(BookID(parsing: "ebook-alice")) }
         #expect(byID?.kind == .notCached)

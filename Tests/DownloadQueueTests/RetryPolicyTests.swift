@@ -41,6 +41,16 @@ struct RetryPolicyTests {
         #expect((machine.next(after: error, random: 0) != .fail) == expected)
     }
 
+    @Test("connection failures can be left unretried while other failures still are")
+    func failFastOffline() {
+        var policy = RetryPolicy(retries: 3)
+        policy.retriesConnectionFailures = false
+        var machine = RetryStateMachine(policy: policy)
+        machine.attemptStarted()
+        #expect(machine.next(after: DownloadError(kind: .connectionFailed, url: url), random: 0) == .fail)
+        #expect(machine.next(after: DownloadError(kind: .httpStatus, url: url, statusCode: 503), random: 0) != .fail)
+    }
+
     @Test("Retry-After on 429 and 503 lengthens the delay, capped, and holds the host")
     func retryAfter() {
         var machine = RetryStateMachine(policy: RetryPolicy(retries: 3, maxRetryAfter: .seconds(60)))

@@ -45,6 +45,7 @@ extension BookCacheManager {
         if let url = try cachedFile(for: request.id) { return url }
         var urgent = request
         urgent.priority = .high
+        urgent.failFastWhenOffline = true
         do {
             let result = try await download(urgent, onEvent: onEvent)
             return try cachedFile(for: request.id) ?? result.fileURL

@@ -22,6 +22,9 @@ public struct BookDownloadRequest: Sendable, Hashable {
     public var expectedSize: Int64?
     /// The sync source (manifest or feed) that asks for the book, if any.
     public var syncSource: String?
+    /// Do not retry when the server cannot be reached at all (``BookCacheManager/open(_:onEvent:)``
+    /// sets it: a waiting reader learns at once that it is offline).
+    public var failFastWhenOffline: Bool = false
     /// Download again even when the book is cached (a refresh). The cached copy stays readable
     /// until the new one is validated, then is replaced atomically.
     public var replaceExisting: Bool = false

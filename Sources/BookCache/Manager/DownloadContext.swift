@@ -62,7 +62,13 @@ struct DownloadContext: Sendable {
                     }
                 }
             )
-            file = try await queue.download(job, onEvent: onEvent)
+            var queued = job
+            if request.failFastWhenOffline {
+                var policy = configuration.retryPolicy
+                policy.retriesConnectionFailures = false
+                queued.retryPolicy = policy
+            }
+            file = try await queue.download(queued, onEvent: onEvent)
         } catch let error as DownloadError {
             if let cached = error.underlying as? CachedMeanwhile {
                 return BookDownloadResult(

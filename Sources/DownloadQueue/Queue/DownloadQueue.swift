@@ -156,7 +156,7 @@ public actor DownloadQueue {
     private func run(
         id: DownloadJobID, request: DownloadRequest, events: AsyncStream<DownloadEvent>.Continuation
     ) async throws -> DownloadedFile {
-        var retries = RetryStateMachine(policy: retryPolicy)
+        var retries = RetryStateMachine(policy: request.retryPolicy ?? retryPolicy)
         defer {
             events.finish()
             tasks[id] = nil

@@ -18,6 +18,8 @@ public struct DownloadRequest: Sendable {
     /// Called once when the job first gets a slot, before its first request; throw to end the
     /// job without a request (the error becomes the job's ``DownloadError/underlying``).
     public var willStart: @Sendable () async throws -> Void
+    /// This job's retry policy, instead of the queue's.
+    public var retryPolicy: RetryPolicy?
 
     /// Creates a request.
     /// - Parameters:

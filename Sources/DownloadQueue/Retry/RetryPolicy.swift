@@ -36,6 +36,9 @@ public struct RetryPolicy: Sendable, Hashable {
     public var jitter: Double
     /// The longest `Retry-After` that is honoured; longer ones are cut to this.
     public var maxRetryAfter: Duration
+    /// Whether a failure to connect at all is retried. Off for a reader who is waiting: with no
+    /// network, saying so at once beats retrying.
+    public var retriesConnectionFailures = true
 
     /// Creates a policy.
     /// - Parameters:

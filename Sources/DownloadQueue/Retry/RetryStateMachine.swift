@@ -31,6 +31,7 @@ public struct RetryStateMachine: Sendable {
     ///   - random: A number in `0..<1` for the jitter.
     public func next(after error: DownloadError, random: Double) -> Action {
         guard error.isRetryable, attempts <= policy.retries else { return .fail }
+        if error.kind == .connectionFailed && !policy.retriesConnectionFailures { return .fail }
         var delay = policy.backoff(beforeRetry: attempts, random: random)
         var holdHost = false
         if let retryAfter = error.retryAfter, let status = error.statusCode, status == 429 || status == 503 {
