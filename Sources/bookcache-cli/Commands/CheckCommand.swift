@@ -14,7 +14,6 @@ struct CheckCommand: AsyncParsableCommand {
     )
 
     @OptionGroup var global: GlobalOptions
-    @ParentCommand var root: BookCacheCommand
 
     @Argument(help: ArgumentHelp("Book ids (default: every book).", valueName: "id"))
     var ids: [String] = []
@@ -28,7 +27,7 @@ struct CheckCommand: AsyncParsableCommand {
 
     func run() async throws {
         let bookIDs = try ids.map(parseID)
-        let manager = try global.merged(with: root.global).makeManager()
+        let manager = try global.makeManager()
         let results: [FreshnessCheck]
         do {
             results = try await manager.check(bookIDs)

@@ -10,7 +10,6 @@ struct ClearCommand: AsyncParsableCommand {
     )
 
     @OptionGroup var global: GlobalOptions
-    @ParentCommand var root: BookCacheCommand
 
     @Option(help: "Only books of this type: ebook or magazine.")
     var type: BookType?
@@ -19,7 +18,7 @@ struct ClearCommand: AsyncParsableCommand {
     var yes = false
 
     func run() async throws {
-        let manager = try global.merged(with: root.global).makeManager()
+        let manager = try global.makeManager()
         do {
             let books = try await manager.allBooks().filter { type == nil || $0.bookType == type }
             if books.isEmpty {

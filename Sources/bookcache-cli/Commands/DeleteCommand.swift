@@ -9,7 +9,6 @@ struct DeleteCommand: AsyncParsableCommand {
     )
 
     @OptionGroup var global: GlobalOptions
-    @ParentCommand var root: BookCacheCommand
 
     @Argument(help: ArgumentHelp("Book ids, such as ebook-123.", valueName: "id"))
     var ids: [String]
@@ -21,7 +20,7 @@ struct DeleteCommand: AsyncParsableCommand {
 
     func run() async throws {
         let bookIDs = try ids.map(parseID)
-        let manager = try global.merged(with: root.global).makeManager()
+        let manager = try global.makeManager()
         var missing = 0
         for id in bookIDs {
             do {

@@ -31,7 +31,6 @@ struct DownloadCommand: AsyncParsableCommand {
     )
 
     @OptionGroup var global: GlobalOptions
-    @ParentCommand var root: BookCacheCommand
 
     @Argument(help: ArgumentHelp("http or https URLs of EPUB or PDF files.", valueName: "url"))
     var urls: [String] = []
@@ -136,7 +135,6 @@ struct DownloadCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let options = global.merged(with: root.global)
         var items = try commandLineRequests().enumerated().map { BatchItem.request($1, source: "argument \($0 + 1)") }
         var warnings: [String] = []
         if let manifest {
@@ -160,7 +158,7 @@ struct DownloadCommand: AsyncParsableCommand {
         for warning in warnings { reporter.warning(warning) }
 
         let limits = try budget
-        let manager = try options.makeManager(
+        let manager = try global.makeManager(
             concurrency: concurrency, retries: retries, reserve: try reserveSize, maxSize: limits.maxSize, keep: limits.keep,
             evictForSpace: !noEvict)
         if pin {

@@ -11,7 +11,6 @@ struct ListCommand: AsyncParsableCommand {
     )
 
     @OptionGroup var global: GlobalOptions
-    @ParentCommand var root: BookCacheCommand
 
     @Option(help: "Only books of this type: ebook or magazine.")
     var type: BookType?
@@ -20,7 +19,7 @@ struct ListCommand: AsyncParsableCommand {
     var json = false
 
     func run() async throws {
-        let manager = try global.merged(with: root.global).makeManager()
+        let manager = try global.makeManager()
         var books: [CachedBookMetadata]
         do {
             books = try await manager.allBooks()

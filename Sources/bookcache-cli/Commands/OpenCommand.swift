@@ -14,7 +14,6 @@ struct OpenCommand: AsyncParsableCommand {
     )
 
     @OptionGroup var global: GlobalOptions
-    @ParentCommand var root: BookCacheCommand
 
     @Argument(help: ArgumentHelp("A book id (ebook-123) or an http(s) URL.", valueName: "id-or-url"))
     var target: String
@@ -51,7 +50,7 @@ struct OpenCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let manager = try global.merged(with: root.global).makeManager()
+        let manager = try global.makeManager()
         do {
             switch try parsed {
             case .cached(let bookID):

@@ -10,7 +10,6 @@ struct PathCommand: AsyncParsableCommand {
     )
 
     @OptionGroup var global: GlobalOptions
-    @ParentCommand var root: BookCacheCommand
 
     @Argument(help: ArgumentHelp("The book id, such as ebook-123.", valueName: "id"))
     var id: String
@@ -21,7 +20,7 @@ struct PathCommand: AsyncParsableCommand {
 
     func run() async throws {
         let bookID = try parseID(id)
-        let manager = try global.merged(with: root.global).makeManager()
+        let manager = try global.makeManager()
         do {
             guard let url = try await manager.cachedFile(for: bookID) else {
                 Terminal.writeError("error: \(bookID) is not cached")

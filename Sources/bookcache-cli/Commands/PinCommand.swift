@@ -6,7 +6,6 @@ struct PinCommand: AsyncParsableCommand {
         commandName: "pin", abstract: "Pin books so they are never evicted automatically.")
 
     @OptionGroup var global: GlobalOptions
-    @ParentCommand var root: BookCacheCommand
     @Argument(help: ArgumentHelp("Book ids, such as ebook-123.", valueName: "id")) var ids: [String]
 
     func validate() throws {
@@ -15,7 +14,7 @@ struct PinCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        try await setPinned(true, ids: ids, options: global.merged(with: root.global))
+        try await setPinned(true, ids: ids, options: global)
     }
 }
 
@@ -24,7 +23,6 @@ struct UnpinCommand: AsyncParsableCommand {
         commandName: "unpin", abstract: "Unpin books, so the budget may evict them again.")
 
     @OptionGroup var global: GlobalOptions
-    @ParentCommand var root: BookCacheCommand
     @Argument(help: ArgumentHelp("Book ids, such as ebook-123.", valueName: "id")) var ids: [String]
 
     func validate() throws {
@@ -33,7 +31,7 @@ struct UnpinCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        try await setPinned(false, ids: ids, options: global.merged(with: root.global))
+        try await setPinned(false, ids: ids, options: global)
     }
 }
 

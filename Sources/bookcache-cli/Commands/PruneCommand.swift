@@ -14,7 +14,6 @@ struct PruneCommand: AsyncParsableCommand {
     )
 
     @OptionGroup var global: GlobalOptions
-    @ParentCommand var root: BookCacheCommand
 
     @Option(name: .customLong("max-size"), help: ArgumentHelp("Get under this size, such as 2GiB.", valueName: "size"))
     var maxSize: String?
@@ -51,7 +50,7 @@ struct PruneCommand: AsyncParsableCommand {
 
     func run() async throws {
         let (maxSize, keep, olderThan) = try limits
-        let manager = try global.merged(with: root.global).makeManager()
+        let manager = try global.makeManager()
         let result: PruneResult
         do {
             result = try await manager.prune(maxSize: maxSize, keep: keep, olderThan: olderThan, dryRun: dryRun)

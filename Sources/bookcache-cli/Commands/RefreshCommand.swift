@@ -10,7 +10,6 @@ struct RefreshCommand: AsyncParsableCommand {
     )
 
     @OptionGroup var global: GlobalOptions
-    @ParentCommand var root: BookCacheCommand
 
     @Argument(help: ArgumentHelp("Book ids (default: every book).", valueName: "id"))
     var ids: [String] = []
@@ -28,7 +27,7 @@ struct RefreshCommand: AsyncParsableCommand {
 
     func run() async throws {
         let bookIDs = try ids.map(parseID)
-        let manager = try global.merged(with: root.global).makeManager(concurrency: concurrency)
+        let manager = try global.makeManager(concurrency: concurrency)
         let results: [(id: BookID, result: Result<BookDownloadResult, BookCacheError>)]
         do {
             results = try await manager.refresh(bookIDs, outdatedOnly: outdated)

@@ -9,13 +9,12 @@ struct StatsCommand: AsyncParsableCommand {
     )
 
     @OptionGroup var global: GlobalOptions
-    @ParentCommand var root: BookCacheCommand
 
     @Flag(help: "Print JSON instead of a table.")
     var json = false
 
     func run() async throws {
-        let manager = try global.merged(with: root.global).makeManager()
+        let manager = try global.makeManager()
         let stats: CacheStatistics
         do {
             stats = try await manager.statistics()

@@ -18,7 +18,6 @@ struct SyncCommand: AsyncParsableCommand {
     )
 
     @OptionGroup var global: GlobalOptions
-    @ParentCommand var root: BookCacheCommand
 
     @Argument(help: ArgumentHelp("A manifest or OPDS feed: a file, - for stdin, or an http(s) URL.", valueName: "source"))
     var source: String
@@ -63,7 +62,7 @@ struct SyncCommand: AsyncParsableCommand {
 
     func run() async throws {
         let (keepCount, interval) = try parsedOptions
-        let manager = try global.merged(with: root.global).makeManager(concurrency: concurrency)
+        let manager = try global.makeManager(concurrency: concurrency)
         let report: SyncReport
         do {
             let syncSource = try SyncSource(parsing: source) { FileHandle.standardInput.readDataToEndOfFile() }

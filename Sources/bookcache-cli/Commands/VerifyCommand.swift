@@ -16,7 +16,6 @@ struct VerifyCommand: AsyncParsableCommand {
     )
 
     @OptionGroup var global: GlobalOptions
-    @ParentCommand var root: BookCacheCommand
 
     @Argument(help: ArgumentHelp("Book ids to check (default: everything).", valueName: "id"))
     var ids: [String] = []
@@ -36,7 +35,7 @@ struct VerifyCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let manager = try global.merged(with: root.global).makeManager()
+        let manager = try global.makeManager()
         let bookIDs = try ids.map(parseID)
         let report: VerifyReport
         do {

@@ -11,14 +11,6 @@ struct GlobalOptions: ParsableArguments {
     @Flag(name: .shortAndLong, help: "Log what the cache does to stderr.")
     var verbose = false
 
-    /// The value given before the subcommand name, which the root command parsed.
-    func merged(with parent: GlobalOptions?) -> GlobalOptions {
-        var merged = self
-        if merged.cacheDir == nil { merged.cacheDir = parent?.cacheDir }
-        merged.verbose = verbose || (parent?.verbose ?? false)
-        return merged
-    }
-
     func makeManager(
         concurrency: Int = 4, retries: Int = 3, reserve: ByteSize? = nil, maxSize: Int64? = nil, keep: Int? = nil,
         evictForSpace: Bool = true
