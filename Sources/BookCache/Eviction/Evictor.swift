@@ -120,15 +120,7 @@ struct Evictor: Sendable {
     func remove(_ victims: [CachedBookMetadata], from index: inout MetadataIndex, reason: String) throws(BookCacheError) {
         for record in victims {
             let id = try record.bookID
-            var paths = [record.localPath, layout.relativeSidecarPath(for: id)]
-            if let cover = record.coverPath { paths.append(cover) }
-            for path in paths {
-                do {
-                    try FileSystem.removeFile(layout.url(forRelativePath: path))
-                } catch {
-                    throw .cacheDirectoryUnusable(layout.root.path, "cannot remove \(path) (\(error))")
-                }
-            }
+            _ = try layout.removeBookFiles(of: id, record: record)
             index[id] = nil
             logger.info("evicted", metadata: ["id": "\(id)", "bytes": "\(record.fileSize)", "reason": "\(reason)"])
         }

@@ -17,7 +17,7 @@ extension BookCacheManager {
 
     /// The settings kept with the cache (`config.json`).
     public func settings() throws(BookCacheError) -> CacheSettings {
-        try SettingsStore(layout: layout).read()
+        try settingsStore.read()
     }
 
     /// Changes the settings kept with the cache, atomically and under the index lock.
@@ -25,8 +25,8 @@ extension BookCacheManager {
     /// - Returns: The settings as saved.
     @discardableResult
     public func updateSettings(_ change: (inout CacheSettings) throws(BookCacheError) -> Void) throws(BookCacheError) -> CacheSettings {
-        try prepareForWriting()
-        return try SettingsStore(layout: layout).update(change)
+        try prepareDirectories()
+        return try settingsStore.update(change)
     }
 
     // MARK: - Pinning
@@ -44,8 +44,7 @@ extension BookCacheManager {
     }
 
     private func setPinned(_ id: BookID, _ pinned: Bool) throws(BookCacheError) {
-        guard try metadata(for: id) != nil else { throw .notCached(id) }
-        try updateRecord(id) { $0.pinned = pinned }
+        guard try metadata(for: id) != nil, try updateRecord(id, { $0.pinned = pinned }) else { throw .notCached(id) }
     }
 
     // MARK: - Holding books open
@@ -78,10 +77,10 @@ extension BookCacheManager {
         maxSize: Int64? = nil, keep: Int? = nil, olderThan: TimeInterval? = nil, dryRun: Bool = false
     ) throws(BookCacheError) -> PruneResult {
         guard store.exists else { return PruneResult(removed: [], freedBytes: 0, satisfied: true, dryRun: dryRun) }
-        let saved = try settings()
+        let inForce = try evictionRunner.limits()
         let limits = EvictionPlanner.Limits(
-            maxSize: maxSize ?? configurationMaxSize ?? saved.maxSize,
-            keep: keep ?? configurationKeep ?? saved.keep,
+            maxSize: maxSize ?? inForce.maxSize,
+            keep: keep ?? inForce.keep,
             olderThan: olderThan.map { now().addingTimeInterval(-$0) })
         let plan = try evictionRunner.prune(limits, dryRun: dryRun)
         return PruneResult(removed: plan.victims, freedBytes: plan.freedBytes, satisfied: plan.satisfied, dryRun: dryRun)

@@ -36,7 +36,7 @@ extension BookCacheManager {
         let data = try await read(source)
         let (format, entries) = try FeedParser(defaultType: type, baseURL: source.baseURL).entries(in: data)
         let wanted = Array(entries.prefix(max(0, keep)))
-        try prepareForWriting()
+        try prepareDirectories()
 
         var items = [SyncReport.Item?](repeating: nil, count: wanted.count)
         await withTaskGroup(of: (Int, SyncReport.Item).self) { group in

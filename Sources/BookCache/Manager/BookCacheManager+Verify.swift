@@ -15,10 +15,11 @@ extension BookCacheManager {
     /// - Returns: What was found, and what was done about it.
     public func verify(_ ids: [BookID] = [], repair: Bool = false, redownload: Bool = false) async throws(BookCacheError) -> VerifyReport {
         let index = try store.read()
+        let known = index.books
         var records: [CachedBookMetadata] = []
         var missing: [VerifyReport.Problem] = []
         if ids.isEmpty {
-            records = Array(index.books.values)
+            records = Array(known.values)
         } else {
             for id in ids {
                 if let record = index[id] {
@@ -29,10 +30,10 @@ extension BookCacheManager {
             }
         }
         let verifier = Verifier(layout: layout, limits: validationLimits, logger: logger)
-        var report = verifier.check(records, known: index.books, scanStrays: ids.isEmpty)
+        var report = verifier.check(records, known: known, scanStrays: ids.isEmpty)
         report.problems = missing + report.problems
         guard repair else { return report }
-        try prepareForWriting()
+        try prepareDirectories()
         for position in report.problems.indices {
             report.problems[position].repair = try await repairProblem(report.problems[position], redownload: redownload)
         }
@@ -44,20 +45,22 @@ extension BookCacheManager {
         case .stray:
             return try repairStray(problem.path)
         case .missing, .changed, .corrupt:
-            guard let key = problem.id, let id = try? BookID(parsing: key), let record = try metadata(forAny: id) else {
+            guard let key = problem.id, let id = try? BookID(parsing: key), let record = try store.read()[id] else {
                 return "nothing to do"
             }
             if redownload {
+                // A refresh: the new copy replaces the broken one atomically and keeps its pin.
                 do {
-                    let request = try BookDownloadRequest(url: record.fileUrl, id: id, title: record.title, coverURL: record.coverUrl, priority: .normal)
-                    try deleteForRepair(id)
+                    var request = try BookDownloadRequest(url: record.fileUrl, id: id, title: record.title, coverURL: record.coverUrl)
+                    request.replaceExisting = true
                     _ = try await download(request)
                     return "downloaded again"
                 } catch {
+                    try delete(id)
                     return "removed; downloading again failed: \(error.message)"
                 }
             }
-            try deleteForRepair(id)
+            try delete(id)
             return "removed"
         }
     }
@@ -94,13 +97,5 @@ extension BookCacheManager {
             throw .cacheDirectoryUnusable(layout.root.path, "cannot remove \(path) (\(error))")
         }
         return "removed"
-    }
-
-    private func metadata(forAny id: BookID) throws(BookCacheError) -> CachedBookMetadata? {
-        try store.read()[id]
-    }
-
-    private func deleteForRepair(_ id: BookID) throws(BookCacheError) {
-        _ = try delete(id)
     }
 }

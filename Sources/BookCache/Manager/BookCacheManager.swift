@@ -30,7 +30,7 @@ public actor BookCacheManager {
     private let queue: DownloadQueue
     /// The HTTP stack, for revalidation requests.
     nonisolated let transport: any HTTPTransport
-    private let settingsStore: SettingsStore
+    let settingsStore: SettingsStore
     let usageTracker = UsageTracker()
     let evictionRunner: Evictor
     let logger: Logger
@@ -132,18 +132,21 @@ public actor BookCacheManager {
 
     // MARK: - Changing
 
-    var configurationMaxSize: Int64? { configuration.maxSizeBytes }
     var validationLimits: ValidationLimits { configuration.validationLimits }
-    var configurationKeep: Int? { configuration.keepCount }
     func now() -> Date { configuration.now() }
 
     /// Changes one record under the index lock.
-    func updateRecord(_ id: BookID, _ change: @escaping (inout CachedBookMetadata) -> Void) throws(BookCacheError) {
+    /// - Returns: Whether the book was in the index.
+    @discardableResult
+    func updateRecord(_ id: BookID, _ change: (inout CachedBookMetadata) -> Void) throws(BookCacheError) -> Bool {
+        var found = false
         try store.update { index throws(BookCacheError) in
             guard var record = index[id] else { return }
+            found = true
             change(&record)
             index[id] = record
         }
+        return found
     }
 
     /// Records that a book was used now, for LRU eviction.
@@ -151,14 +154,7 @@ public actor BookCacheManager {
     /// - Throws: ``BookCacheError`` of kind ``BookCacheError/Kind/notCached`` if it is not cached.
     public func touch(_ id: BookID) throws(BookCacheError) {
         let now = configuration.now()
-        var found = false
-        try store.update { index throws(BookCacheError) in
-            guard var record = index[id] else { return }
-            found = true
-            record.lastAccessedAt = now
-            index[id] = record
-        }
-        if !found { throw .notCached(id) }
+        guard try updateRecord(id, { $0.lastAccessedAt = now }) else { throw .notCached(id) }
     }
 
     /// Removes a book's file, sidecar and record; cancels its download if one is running.
@@ -171,7 +167,7 @@ public actor BookCacheManager {
         guard store.exists else { return false }
         var removed = false
         try store.update { index throws(BookCacheError) in
-            removed = try removeFiles(of: id, recordedAt: index[id]?.localPath, cover: index[id]?.coverPath)
+            removed = try layout.removeBookFiles(of: id, record: index[id])
             if index[id] != nil {
                 index[id] = nil
                 removed = true
@@ -193,7 +189,7 @@ public actor BookCacheManager {
             for record in index.books.values where type == nil || record.bookType == type {
                 let id = try record.bookID
                 inFlight[id]?.task.cancel()
-                _ = try removeFiles(of: id, recordedAt: record.localPath, cover: record.coverPath)
+                _ = try layout.removeBookFiles(of: id, record: record)
                 index[id] = nil
                 removed.append(id)
             }
@@ -351,11 +347,7 @@ public actor BookCacheManager {
     }
 
     /// Creates the cache's folders if needed, for anything that writes.
-    func prepareForWriting() throws(BookCacheError) {
-        try prepareDirectories()
-    }
-
-    private func prepareDirectories() throws(BookCacheError) {
+    func prepareDirectories() throws(BookCacheError) {
         try checkRootIsUsable()
         do {
             for folder in [layout.root, layout.partialFolder] + BookType.allCases.map(layout.folder(for:)) {
@@ -398,26 +390,6 @@ public actor BookCacheManager {
                 }
             }
         }
-    }
-
-    /// Removes a book's file(s) and sidecar. Called under the index lock.
-    private func removeFiles(of id: BookID, recordedAt localPath: String?, cover: String?) throws(BookCacheError) -> Bool {
-        var paths = BookFormat.allCases.map { layout.relativePath(for: id, format: $0) }
-        if let localPath, !paths.contains(localPath) { paths.append(localPath) }
-        if let cover { paths.append(cover) }
-        paths.append(layout.relativeSidecarPath(for: id))
-        var removed = false
-        for path in paths {
-            let url = layout.url(forRelativePath: path)
-            guard FileManager.default.fileExists(atPath: url.path) else { continue }
-            do {
-                try FileSystem.removeFile(url)
-                removed = true
-            } catch {
-                throw .cacheDirectoryUnusable(layout.root.path, "\(error)")
-            }
-        }
-        return removed
     }
 }
 

@@ -91,4 +91,26 @@ public struct CacheLayout: Sendable, Hashable {
             return URL(fileURLWithPath: home, isDirectory: true).appendingPathComponent(".cache/BookCache", isDirectory: true)
         #endif
     }
+
+    /// Removes everything a book has in its type folder: its file in any format (and the one
+    /// recorded, if elsewhere), its sidecar and its cover. Called under the index lock.
+    /// - Returns: Whether anything was there.
+    func removeBookFiles(of id: BookID, record: CachedBookMetadata?) throws(BookCacheError) -> Bool {
+        var paths = BookFormat.allCases.map { relativePath(for: id, format: $0) }
+        if let localPath = record?.localPath, !paths.contains(localPath) { paths.append(localPath) }
+        if let cover = record?.coverPath { paths.append(cover) }
+        paths.append(relativeSidecarPath(for: id))
+        var removed = false
+        for path in paths {
+            let file = url(forRelativePath: path)
+            guard FileManager.default.fileExists(atPath: file.path) else { continue }
+            do {
+                try FileSystem.removeFile(file)
+                removed = true
+            } catch {
+                throw .cacheDirectoryUnusable(root.path, "cannot remove \(path) (\(error))")
+            }
+        }
+        return removed
+    }
 }
