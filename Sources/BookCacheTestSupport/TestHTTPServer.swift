@@ -97,6 +97,16 @@ public final class TestHTTPServer: Sendable {
         channel.withLock { $0 = bound }
     }
 
+    /// A loopback base URL where nothing listens (a server is started, its port noted, and it
+    /// is stopped), for "the network is down" tests.
+    public static func unreachableBaseURL() async throws -> String {
+        let server = TestHTTPServer()
+        try await server.start()
+        let url = server.baseURL
+        try await server.shutdown()
+        return url
+    }
+
     /// Stops listening.
     public func shutdown() async throws {
         let bound = channel.withLock { $0 }

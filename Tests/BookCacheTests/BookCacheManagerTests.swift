@@ -177,14 +177,11 @@ struct BookCacheManagerTests {
 
     @Test("no server is network unavailable")
     func offline() async throws {
-        let server = TestHTTPServer()
-        try await server.start()
-        let url = "\(server.baseURL)/alice.epub"
-        try await server.shutdown()
+        let base = try await TestHTTPServer.unreachableBaseURL()
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let error = await #expect(throws: BookCacheError.self) {
-            try await makeManager(dir).download(try BookDownloadRequest(url: url, id: BookID(parsing: "ebook-a")))
+            try await makeManager(dir).download(try BookDownloadRequest(url: base + "/alice.epub", id: BookID(parsing: "ebook-a")))
         }
         #expect(error?.kind == .networkUnavailable)
     }

@@ -103,8 +103,9 @@ struct IndexStoreTests {
 
 @Suite("The index journal")
 struct IndexJournalTests {
-    func record(_ name: String, size: Int64 = 3) throws -> CachedBookMetadata {
-        let id = try BookID(type: .ebook, bookId: name)
+    func record(_ name: String, size: Int64 = 3) -> CachedBookMetadata {
+        // Names here are fixed and valid; a bad one is a broken test, so crash loudly.
+        let id = try! BookID(type: .ebook, bookId: name)
         let date = Date(timeIntervalSince1970: 1_700_000_000.5)
         return CachedBookMetadata(
             id: id, title: name, coverUrl: nil, fileUrl: "https://example.com/\(name).epub", localPath: "ebooks/\(name).epub",
@@ -121,10 +122,10 @@ struct IndexJournalTests {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let store = makeStore(dir)
-        try store.update { $0[key: "ebook-a"] = try? record("a") }
+        try store.update { $0[key: "ebook-a"] = record("a") }
         #expect(FileManager.default.fileExists(atPath: store.layout.indexFile.path))
         let snapshot = try Data(contentsOf: store.layout.indexFile)
-        try store.update { $0[key: "ebook-b"] = try? record("b") }
+        try store.update { $0[key: "ebook-b"] = record("b") }
         try store.update { $0[key: "ebook-a"] = nil }
         #expect(try Data(contentsOf: store.layout.indexFile) == snapshot, "the snapshot is not rewritten per change")
         let lines = try String(contentsOf: store.layout.journalFile, encoding: .utf8).split(separator: "\n")
@@ -140,7 +141,7 @@ struct IndexJournalTests {
         defer { dir.remove() }
         let store = makeStore(dir, threshold: 4)
         for i in 0..<10 {
-            try store.update { $0[key: "ebook-b\(i)"] = try? record("b\(i)") }
+            try store.update { $0[key: "ebook-b\(i)"] = record("b\(i)") }
         }
         let journal = (try? Data(contentsOf: store.layout.journalFile)) ?? Data()
         let lines = journal.split(separator: 0x0A).count
@@ -153,15 +154,15 @@ struct IndexJournalTests {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let store = makeStore(dir)
-        try store.update { $0[key: "ebook-a"] = try? record("a") }
-        try store.update { $0[key: "ebook-b"] = try? record("b") }
+        try store.update { $0[key: "ebook-a"] = record("a") }
+        try store.update { $0[key: "ebook-b"] = record("b") }
         let handle = try FileHandle(forWritingTo: store.layout.journalFile)
         try handle.seekToEnd()
         try handle.write(contentsOf: Data(#"{"set":{"id":"ebook-c","boo"#.utf8))
         try handle.close()
         let fresh = makeStore(dir)
         #expect(Set(try fresh.read().books.keys) == ["ebook-a", "ebook-b"])
-        try fresh.update { $0[key: "ebook-d"] = try? record("d") }
+        try fresh.update { $0[key: "ebook-d"] = record("d") }
         #expect(Set(try makeStore(dir).read().books.keys) == ["ebook-a", "ebook-b", "ebook-d"])
         let text = try String(contentsOf: store.layout.journalFile, encoding: .utf8)
         #expect(!text.contains("ebook-c"))
@@ -175,7 +176,7 @@ struct IndexJournalTests {
         let layout = store.layout
         try FileManager.default.createDirectory(at: layout.folder(for: .ebook), withIntermediateDirectories: true)
         for name in ["a", "b"] {
-            let meta = try record(name)
+            let meta = record(name)
             try Data("abc".utf8).write(to: layout.url(forRelativePath: meta.localPath))
             try MetadataCoding.encoder().encode(meta).write(to: layout.url(forRelativePath: "ebooks/\(name).meta.json"))
             try store.update { $0[key: meta.id] = meta }
@@ -197,7 +198,7 @@ struct IndexJournalTests {
         let two = makeStore(dir, threshold: 3)
         for i in 0..<9 {
             let store = i.isMultiple(of: 2) ? one : two
-            try store.update { $0[key: "ebook-x\(i)"] = try? record("x\(i)") }
+            try store.update { $0[key: "ebook-x\(i)"] = record("x\(i)") }
             #expect(try one.read().books.count == i + 1)
             #expect(try two.read().books.count == i + 1)
         }
@@ -220,11 +221,11 @@ struct IndexDecodingTests {
     }
 
     @Test("dates are written as the general formatter writes them", arguments: [0.0, 1_700_000_000.5, 1_763_812_345.25, 951_868_799.5, -86_400.25])
-    func formatting(seconds: Double) {
+    func formatting(seconds: Double) throws {
         let date = Date(timeIntervalSince1970: seconds)
         #expect(MetadataCoding.formatUTC(date) == date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true)))
-        let back = try? #require(MetadataCoding.parseUTC(MetadataCoding.formatUTC(date)))
-        #expect(abs((back?.timeIntervalSince1970 ?? 0) - seconds) < 0.001)
+        let back = try #require(MetadataCoding.parseUTC(MetadataCoding.formatUTC(date)))
+        #expect(abs(back.timeIntervalSince1970 - seconds) < 0.001)
     }
 
     @Test("other date forms are left to the general parser", arguments: ["2026-11-22T12:04:51+02:00", "2026-13-01T00:00:00Z", "yesterday", "2026-11-22 12:04:51Z"])

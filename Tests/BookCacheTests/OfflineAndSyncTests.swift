@@ -36,10 +36,7 @@ struct OfflineTests {
 
     @Test("open of a book that is not cached, with the server down, is the typed offline error")
     func openOffline() async throws {
-        let server = TestHTTPServer()
-        try await server.start()
-        let url = "\(server.baseURL)/alice.epub"
-        try await server.shutdown()
+        let url = try await TestHTTPServer.unreachableBaseURL() + "/alice.epub"
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
         // A manager that would retry connection failures three times...

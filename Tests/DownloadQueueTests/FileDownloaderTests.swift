@@ -94,15 +94,11 @@ struct FileDownloaderTests {
 
     @Test("a refused connection is a connection failure")
     func connectionRefused() async throws {
-        // Given a port with nothing listening: start a server, note its port, stop it
-        let server = TestHTTPServer()
-        try await server.start()
-        let port = server.port
-        try await server.shutdown()
+        let base = try await TestHTTPServer.unreachableBaseURL()
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let error = await #expect(throws: DownloadError.self) {
-            try await downloader.download(from: URL(string: "http://127.0.0.1:\(port)/x")!, to: dir.path("x").path)
+            try await downloader.download(from: URL(string: base + "/x")!, to: dir.path("x").path)
         }
         #expect(error?.kind == .connectionFailed)
     }

@@ -34,7 +34,7 @@ struct DownloadContext: Sendable {
         let evictor = self.evictor
         let file: DownloadedFile
         do {
-            let job = DownloadRequest(
+            var job = DownloadRequest(
                 url: request.url,
                 destination: partial.path,
                 priority: request.priority,
@@ -62,20 +62,17 @@ struct DownloadContext: Sendable {
                     }
                 }
             )
-            var queued = job
             if request.failFastWhenOffline {
                 var policy = configuration.retryPolicy
                 policy.retriesConnectionFailures = false
-                queued.retryPolicy = policy
+                job.retryPolicy = policy
             }
-            file = try await queue.download(queued, onEvent: onEvent)
-        } catch let error as DownloadError {
+            file = try await queue.download(job, onEvent: onEvent)
+        } catch {
             if let cached = error.underlying as? CachedMeanwhile {
                 return BookDownloadResult(
                     metadata: cached.record, fileURL: layout.url(forRelativePath: cached.record.localPath), wasAlreadyCached: true)
             }
-            throw Self.translate(error, id: id, root: layout.root.path)
-        } catch {
             throw Self.translate(error, id: id, root: layout.root.path)
         }
 
