@@ -15,6 +15,11 @@ func sha256(_ data: Data) -> String {
     SHA256.hash(data: data).map { String(format: "%02x", $0) }.joined()
 }
 
+/// A job that fetches `/path` from the test server into `name` in the test's directory.
+func job(_ server: TestHTTPServer, _ path: String, in dir: TemporaryDirectory, as name: String) -> DownloadRequest {
+    DownloadRequest(url: URL(string: "\(server.baseURL)/\(path)")!, destination: dir.path(name).path)
+}
+
 func makeQueue(maxConcurrent: Int = 4, retries: Int = 3, clock: ManualDownloadClock = ManualDownloadClock()) -> DownloadQueue {
     DownloadQueue(
         maxConcurrent: maxConcurrent, retryPolicy: RetryPolicy(retries: retries), transport: AsyncHTTPClientTransport.shared,
@@ -32,7 +37,7 @@ struct DownloadQueueTests {
             server.enqueueFault(.status(503, retryAfter: "2"), for: "/b")
             let clock = ManualDownloadClock()
             let queue = makeQueue(clock: clock)
-            let file = try await queue.download(DownloadRequest(url: URL(string: "\(server.baseURL)/b")!, destination: dir.path("b").path))
+            let file = try await queue.download(job(server, "b", in: dir, as: "b"))
             #expect(file.sha256 == sha256(body))
             #expect(server.requestCount(for: "/b") == 3)
             let retrySleeps = clock.sleeps.filter { $0 >= .seconds(2) }
@@ -46,7 +51,7 @@ struct DownloadQueueTests {
             server.enqueueFault(.status(429, retryAfter: "5"), for: "/b")
             let clock = ManualDownloadClock()
             let file = try await makeQueue(clock: clock).download(
-                DownloadRequest(url: URL(string: "\(server.baseURL)/b")!, destination: dir.path("b").path))
+                job(server, "b", in: dir, as: "b"))
             #expect(file.byteCount == Int64(body.count))
             #expect(clock.sleeps.contains { $0 >= .seconds(5) })
             #expect(server.requestCount(for: "/b") == 2)
@@ -58,7 +63,7 @@ struct DownloadQueueTests {
         try await withServerAndDirectory { server, dir in
             let clock = ManualDownloadClock()
             let error = await #expect(throws: DownloadError.self) {
-                try await makeQueue(clock: clock).download(DownloadRequest(url: URL(string: "\(server.baseURL)/nothing")!, destination: dir.path("n").path))
+                try await makeQueue(clock: clock).download(job(server, "nothing", in: dir, as: "n"))
             }
             #expect(error?.statusCode == 404)
             #expect(error?.attempts == 1)
@@ -72,7 +77,7 @@ struct DownloadQueueTests {
         try await withServerAndDirectory(files: ["b": body]) { server, dir in
             for _ in 0..<10 { server.enqueueFault(.status(500), for: "/b") }
             let error = await #expect(throws: DownloadError.self) {
-                try await makeQueue(retries: 3).download(DownloadRequest(url: URL(string: "\(server.baseURL)/b")!, destination: dir.path("b").path))
+                try await makeQueue(retries: 3).download(job(server, "b", in: dir, as: "b"))
             }
             #expect(error?.attempts == 4)
             #expect(error?.description.contains("4 attempts") == true)
@@ -85,7 +90,7 @@ struct DownloadQueueTests {
         try await withServerAndDirectory(files: ["b": body]) { server, dir in
             let cut = body.count * 4 / 10
             server.enqueueFault(.dropAfter(bytes: cut), for: "/b")
-            let file = try await makeQueue().download(DownloadRequest(url: URL(string: "\(server.baseURL)/b")!, destination: dir.path("b").path))
+            let file = try await makeQueue().download(job(server, "b", in: dir, as: "b"))
             #expect(file.sha256 == sha256(body))
             // The client keeps what reached it before the drop (at most the 40%), and asks for the rest.
             #expect(file.resumedFrom > 0 && file.resumedFrom <= Int64(cut))
@@ -102,7 +107,7 @@ struct DownloadQueueTests {
         try await withServerAndDirectory(files: ["b": body]) { server, dir in
             server.enqueueFault(.dropAfter(bytes: 30_000), for: "/b")
             server.enqueueFault(.ignoreRange, for: "/b")
-            let file = try await makeQueue().download(DownloadRequest(url: URL(string: "\(server.baseURL)/b")!, destination: dir.path("b").path))
+            let file = try await makeQueue().download(job(server, "b", in: dir, as: "b"))
             #expect(file.resumedFrom == 0)
             #expect(file.sha256 == sha256(body))
             #expect(try Data(contentsOf: dir.path("b")) == body)
@@ -117,7 +122,7 @@ struct DownloadQueueTests {
             let oldETag = server.etag(for: "b")
             let clock = ManualDownloadClock(onSleep: { _ in server.setFile(newBody, at: "b") })
             let file = try await makeQueue(clock: clock).download(
-                DownloadRequest(url: URL(string: "\(server.baseURL)/b")!, destination: dir.path("b").path))
+                job(server, "b", in: dir, as: "b"))
             #expect(file.sha256 == sha256(newBody))
             #expect(file.resumedFrom == 0)
             #expect(try Data(contentsOf: dir.path("b")) == newBody)
@@ -132,7 +137,7 @@ struct DownloadQueueTests {
     func chunkedDrop() async throws {
         try await withServerAndDirectory(files: ["b": body]) { server, dir in
             server.enqueueFault(.chunkedDropAfter(bytes: 60_000), for: "/b")
-            let file = try await makeQueue().download(DownloadRequest(url: URL(string: "\(server.baseURL)/b")!, destination: dir.path("b").path))
+            let file = try await makeQueue().download(job(server, "b", in: dir, as: "b"))
             #expect(file.sha256 == sha256(body))
             #expect(server.requestCount(for: "/b") == 2)
         }
@@ -143,7 +148,7 @@ struct DownloadQueueTests {
         try await withServerAndDirectory(files: ["b": body]) { server, dir in
             server.enqueueFault(.dropAfter(bytes: 40_000), for: "/b")
             server.enqueueFault(.partialFrom(offset: 10), for: "/b")
-            let file = try await makeQueue().download(DownloadRequest(url: URL(string: "\(server.baseURL)/b")!, destination: dir.path("b").path))
+            let file = try await makeQueue().download(job(server, "b", in: dir, as: "b"))
             #expect(file.sha256 == sha256(body))
             #expect(file.resumedFrom == 0)
             #expect(server.requestCount(for: "/b") == 3)
@@ -156,7 +161,7 @@ struct DownloadQueueTests {
     func resumeAcrossRuns() async throws {
         try await withServerAndDirectory(files: ["b": body]) { server, dir in
             server.enqueueFault(.dropAfter(bytes: 70_000), for: "/b")
-            let request = DownloadRequest(url: URL(string: "\(server.baseURL)/b")!, destination: dir.path("b").path)
+            let request = job(server, "b", in: dir, as: "b")
             // A first queue that gives up after one attempt (as a killed process would)
             await #expect(throws: DownloadError.self) { try await makeQueue(retries: 0).download(request) }
             #expect(FileManager.default.fileExists(atPath: dir.path("b").path))
@@ -172,7 +177,7 @@ struct DownloadQueueTests {
     func rangeNotSatisfiable() async throws {
         try await withServerAndDirectory(files: ["b": body]) { server, dir in
             server.enqueueFault(.dropAfter(bytes: 90_000), for: "/b")
-            let request = DownloadRequest(url: URL(string: "\(server.baseURL)/b")!, destination: dir.path("b").path)
+            let request = job(server, "b", in: dir, as: "b")
             await #expect(throws: DownloadError.self) { try await makeQueue(retries: 0).download(request) }
             // Same ETag, but only 1000 bytes now: a Range from ~90,000 cannot be satisfied.
             let small = payload(1000, seed: 4)
@@ -194,7 +199,7 @@ struct DownloadQueueTests {
             let queue = makeQueue(maxConcurrent: 3)
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for i in 0..<12 {
-                    let request = DownloadRequest(url: URL(string: "\(server.baseURL)/f\(i)")!, destination: dir.path("f\(i)").path)
+                    let request = job(server, "f\(i)", in: dir, as: "f\(i)")
                     group.addTask { _ = try await queue.download(request) }
                 }
                 try await group.waitForAll()
@@ -233,8 +238,8 @@ struct DownloadQueueTests {
             server.enqueueFault(.status(503, retryAfter: "30"), for: "/a")
             let clock = ManualDownloadClock()
             let queue = makeQueue(maxConcurrent: 1, clock: clock)
-            let a = await queue.enqueue(DownloadRequest(url: URL(string: "\(server.baseURL)/a")!, destination: dir.path("a").path))
-            let b = await queue.enqueue(DownloadRequest(url: URL(string: "\(server.baseURL)/b")!, destination: dir.path("b").path))
+            let a = await queue.enqueue(job(server, "a", in: dir, as: "a"))
+            let b = await queue.enqueue(job(server, "b", in: dir, as: "b"))
             _ = try await a.result()
             _ = try await b.result()
             // b was held until the Retry-After had passed: the clock moved at least 30 s
@@ -252,7 +257,7 @@ struct DownloadQueueTests {
             server.enqueueFault(.status(503), for: "/b")
             let queue = makeQueue()
             let all = await queue.events()
-            let handle = await queue.enqueue(DownloadRequest(url: URL(string: "\(server.baseURL)/b")!, destination: dir.path("b").path))
+            let handle = await queue.enqueue(job(server, "b", in: dir, as: "b"))
             var kinds: [String] = []
             for await event in handle.events {
                 switch event {
@@ -280,9 +285,9 @@ struct DownloadQueueTests {
         try await withServerAndDirectory(files: ["a": body, "b": body]) { server, dir in
             let queue = makeQueue(maxConcurrent: 1)
             server.holdRequests(to: "/a")
-            let a = await queue.enqueue(DownloadRequest(url: URL(string: "\(server.baseURL)/a")!, destination: dir.path("a").path))
+            let a = await queue.enqueue(job(server, "a", in: dir, as: "a"))
             await server.waitForRequests(count: 1)
-            let b = await queue.enqueue(DownloadRequest(url: URL(string: "\(server.baseURL)/b")!, destination: dir.path("b").path))
+            let b = await queue.enqueue(job(server, "b", in: dir, as: "b"))
             await queue.cancelAll()
             let errors = [await #expect(throws: DownloadError.self) { try await a.result() }, await #expect(throws: DownloadError.self) { try await b.result() }]
             #expect(errors.map { $0?.kind } == [.cancelled, .cancelled])
@@ -297,9 +302,9 @@ struct DownloadQueueTests {
         try await withServerAndDirectory(files: ["first": body, "second": body]) { server, dir in
             let queue = makeQueue(maxConcurrent: 1)
             server.holdRequests(to: "/first")
-            let first = await queue.enqueue(DownloadRequest(url: URL(string: "\(server.baseURL)/first")!, destination: dir.path("1").path))
+            let first = await queue.enqueue(job(server, "first", in: dir, as: "1"))
             await server.waitForRequests(count: 1)
-            let second = await queue.enqueue(DownloadRequest(url: URL(string: "\(server.baseURL)/second")!, destination: dir.path("2").path))
+            let second = await queue.enqueue(job(server, "second", in: dir, as: "2"))
             second.cancel()
             let error = await #expect(throws: DownloadError.self) { try await second.result() }
             #expect(error?.kind == .cancelled)
