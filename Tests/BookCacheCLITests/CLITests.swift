@@ -176,6 +176,55 @@ struct CLITests {
         }
     }
 
+    @Test("list --json of a large index prints every record once, in id order, with strings escaped and credentials redacted")
+    func largeListing() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let cache = directory.path("cache")
+        try FileManager.default.createDirectory(at: cache.appendingPathComponent("ebooks"), withIntermediateDirectories: true)
+        // Given an index large enough to be written on several cores, with awkward strings
+        let awkward = ["He said \"hi\"", "back\\slash", "line\nbreak\ttab", "bell\u{07}", "ünïcödé 📚", "a/b"]
+        var books: [String: Any] = [:]
+        let count = 2_501
+        for number in 0..<count {
+            let key = "ebook-b\(number)"
+            var record: [String: Any] = [
+                "id": key, "bookType": "ebook", "bookId": "b\(number)", "title": "\(awkward[number % awkward.count]) \(number)",
+                "fileUrl": number % 500 == 0 ? "http://user:secret@127.0.0.1:1/b\(number).epub" : "http://127.0.0.1:1/b\(number).epub",
+                "localPath": "ebooks/b\(number).epub", "fileSize": number, "downloadedAt": "2026-01-01T00:00:00.000Z",
+                "lastAccessedAt": "2026-01-01T00:00:00.000Z", "checksum": String(repeating: "a", count: 64), "format": "epub",
+                "pinned": number % 7 == 0, "outdated": number % 11 == 0,
+            ]
+            if number % 3 == 0 { record["etag"] = "\"e\(number)\"" }
+            if number % 5 == 0 { record["syncSources"] = ["https://example.org/feed", "other"] }
+            books[key] = record
+        }
+        let index = try JSONSerialization.data(withJSONObject: ["schemaVersion": 1, "books": books])
+        try index.write(to: cache.appendingPathComponent("metadata.json"))
+
+        // When it is listed as JSON
+        let result = try await bookcache(["list", "--json", "--cache-dir", cache.path])
+        #expect(result.status == 0, "\(result.stderr)")
+
+        // Then every record is there once, sorted by id, with its strings intact
+        let records = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [[String: Any]])
+        #expect(records.count == count)
+        let ids = records.compactMap { $0["id"] as? String }
+        #expect(ids == books.keys.sorted())
+        for record in records {
+            let number = try #require(Int((record["bookId"] as? String ?? "").dropFirst()))
+            #expect(record["title"] as? String == "\(awkward[number % awkward.count]) \(number)")
+            #expect(record["fileSize"] as? Int == number)
+            #expect(record["pinned"] as? Bool == (number % 7 == 0))
+            #expect(record["status"] as? String == (number % 11 == 0 ? "outdated" : "cached"))
+            #expect(record["etag"] as? String == (number % 3 == 0 ? "\"e\(number)\"" : nil))
+            #expect((record["syncSources"] as? [String])?.count == (number % 5 == 0 ? 2 : nil))
+            let url = try #require(record["fileUrl"] as? String)
+            #expect(!url.contains("secret"), "credentials are redacted: \(url)")
+            if number % 500 == 0 { #expect(url.contains("***@"), "\(url)") }
+        }
+    }
+
     @Test("--help describes every subcommand")
     func help() async throws {
         let result = try await bookcache(["--help"])

@@ -19,6 +19,13 @@ enum Terminal {
         FileHandle.standardOutput.write(Data((line + "\n").utf8))
     }
 
+    /// Writes `bytes` and a newline to stdout.
+    static func write(bytes: [UInt8]) {
+        var data = Data(bytes)
+        data.append(0x0A)
+        FileHandle.standardOutput.write(data)
+    }
+
     /// Overwrites the current stderr line (for progress bars).
     static func overwriteErrorLine(_ text: String) {
         FileHandle.standardError.write(Data("\r\u{1B}[2K\(text)".utf8))
