@@ -17,7 +17,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
     ],
     targets: [
-        // One C call Swift's Glibc module does not export (sync_file_range).
+        // C calls Swift's Glibc module does not export (sync_file_range, open file description locks).
         .target(name: "CBookCacheShims"),
         // Knows nothing about books: transport seam, streaming to disk with SHA-256, the queue.
         .target(
@@ -43,6 +43,7 @@ let package = Package(
             dependencies: [
                 "DownloadQueue",
                 "CLibzip",
+                "CBookCacheShims",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ]

@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 #include "CBookCacheShims.h"
+#include <errno.h>
 #include <fcntl.h>
 
 int bookcache_start_writeback(int fd, long long offset, long long length) {
@@ -8,5 +9,43 @@ int bookcache_start_writeback(int fd, long long offset, long long length) {
 #else
     (void)fd; (void)offset; (void)length;
     return -1;
+#endif
+}
+
+static int bookcache_byte_lock(int fd, long long offset, int command) {
+#if defined(__linux__) && defined(F_OFD_SETLK)
+    struct flock lock = {0};
+    lock.l_type = F_WRLCK;
+    lock.l_whence = SEEK_SET;
+    lock.l_start = (off_t)offset;
+    lock.l_len = 1;
+    lock.l_pid = 0;
+    if (fcntl(fd, command, &lock) != 0) {
+        return (errno == EAGAIN || errno == EACCES) ? 1 : -1;
+    }
+    if (command == F_OFD_GETLK) {
+        return lock.l_type == F_UNLCK ? 0 : 1;
+    }
+    return 0;
+#else
+    (void)fd; (void)offset; (void)command;
+    errno = ENOTSUP;
+    return -1;
+#endif
+}
+
+int bookcache_try_lock_byte(int fd, long long offset) {
+#if defined(__linux__) && defined(F_OFD_SETLK)
+    return bookcache_byte_lock(fd, offset, F_OFD_SETLK);
+#else
+    return bookcache_byte_lock(fd, offset, 0);
+#endif
+}
+
+int bookcache_test_lock_byte(int fd, long long offset) {
+#if defined(__linux__) && defined(F_OFD_GETLK)
+    return bookcache_byte_lock(fd, offset, F_OFD_GETLK);
+#else
+    return bookcache_byte_lock(fd, offset, 0);
 #endif
 }

@@ -31,11 +31,7 @@ struct Evictor: Sendable {
 
     private func lockedElsewhere(_ record: CachedBookMetadata) -> Bool {
         guard let id = try? record.bookID else { return false }
-        let url = layout.bookLockFile(for: id)
-        guard FileManager.default.fileExists(atPath: url.path) else { return false }
-        guard let lock = BookLock.tryAcquire(at: url) else { return true }
-        lock.release()
-        return false
+        return BookLock.isHeld(id, in: layout)
     }
 
     /// Before a body of `incoming` bytes is written for `id`: checks the budget and the free

@@ -385,8 +385,8 @@ public actor BookCacheManager {
                     } catch {
                         logger.warning("cannot remove a leftover temporary file", metadata: ["path": "\(url.path)", "error": "\(error)"])
                     }
-                } else if name.hasSuffix(".lock"), folder == layout.partialFolder, let lock = BookLock.tryAcquire(at: url) {
-                    lock.release()
+                } else if name.hasSuffix(".lock"), folder == layout.partialFolder {
+                    BookLock.removeIfUnheld(lockFile: url)
                 }
             }
         }

@@ -26,7 +26,6 @@ struct DownloadContext: Sendable {
         // jobs hold no file descriptors; it is held until the book is published or given up.
         let lock = LockHolder()
         defer { lock.release() }
-        let lockURL = layout.bookLockFile(for: id)
         let layout = self.layout
         let store = self.store
 
@@ -48,7 +47,7 @@ struct DownloadContext: Sendable {
                 },
                 willStart: {
                     do {
-                        lock.set(try await BookLock.acquire(at: lockURL))
+                        lock.set(try await BookLock.acquire(id, in: layout))
                     } catch let error as CancellationError {
                         throw error
                     } catch {

@@ -61,7 +61,12 @@ public struct CacheLayout: Sendable, Hashable {
         partialFolder.appendingPathComponent("\(id).part")
     }
 
-    /// The per-book lock file that makes one process fetch a book while others wait.
+    /// The file whose bytes are the per-book locks on Linux (see ``BookLock``).
+    var bookLocksFile: URL {
+        root.appendingPathComponent("books.lock")
+    }
+
+    /// The per-book lock file, on platforms without open file description locks (see ``BookLock``).
     func bookLockFile(for id: BookID) -> URL {
         partialFolder.appendingPathComponent("\(id).lock")
     }

@@ -6,4 +6,14 @@
 /// call does not exist; failure is harmless (the final fsync still makes the file durable).
 int bookcache_start_writeback(int fd, long long offset, long long length);
 
+/// Takes an exclusive lock on the one byte at `offset` of `fd` without waiting, as an open file
+/// description lock (Linux `F_OFD_SETLK`): it belongs to this open of the file, so two opens in one
+/// process exclude each other, and closing the descriptor releases it.
+/// Returns 0 when taken, 1 when another open holds it, -1 on error (errno set; ENOTSUP where
+/// such locks do not exist).
+int bookcache_try_lock_byte(int fd, long long offset);
+
+/// Whether another open holds the lock `bookcache_try_lock_byte` would take: 0 free, 1 held, -1 error.
+int bookcache_test_lock_byte(int fd, long long offset);
+
 #endif
