@@ -17,8 +17,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
     ],
     targets: [
-        // C calls Swift's Glibc module does not export (sync_file_range, open file description locks).
-        .target(name: "CBookCacheShims"),
+        // C calls Swift's Glibc module does not export (sync_file_range, open file description locks),
+        // and zlib's CRC-32 (zlib comes with libzip-dev).
+        .target(name: "CBookCacheShims", linkerSettings: [.linkedLibrary("z")]),
         // Knows nothing about books: transport seam, streaming to disk with SHA-256, the queue.
         .target(
             name: "DownloadQueue",
@@ -61,6 +62,7 @@ let package = Package(
             name: "BookCacheTestSupport",
             dependencies: [
                 "DownloadQueue",
+                "CBookCacheShims",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

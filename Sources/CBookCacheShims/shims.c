@@ -2,6 +2,7 @@
 #include "CBookCacheShims.h"
 #include <errno.h>
 #include <fcntl.h>
+#include <zlib.h>
 
 int bookcache_start_writeback(int fd, long long offset, long long length) {
 #if defined(__linux__)
@@ -48,4 +49,19 @@ int bookcache_test_lock_byte(int fd, long long offset) {
 #else
     return bookcache_byte_lock(fd, offset, 0);
 #endif
+}
+
+unsigned int bookcache_crc32(unsigned int crc, const void *bytes, unsigned long long count) {
+    const unsigned char *p = bytes;
+    while (count > 0) {
+        unsigned int step = count > 0x40000000ULL ? 0x40000000U : (unsigned int)count;
+        crc = (unsigned int)crc32(crc, p, step);
+        p += step;
+        count -= step;
+    }
+    return crc;
+}
+
+unsigned int bookcache_crc32_combine(unsigned int first, unsigned int second, long long secondLength) {
+    return (unsigned int)crc32_combine(first, second, (z_off_t)secondLength);
 }

@@ -61,6 +61,8 @@ struct DownloadContext: Sendable {
                     }
                 }
             )
+            // Large stored entries are then checked from CRC-32s computed on the way in.
+            job.computesBlockCRC32 = true
             if request.failFastWhenOffline {
                 var policy = configuration.retryPolicy
                 policy.retriesConnectionFailures = false
@@ -82,7 +84,7 @@ struct DownloadContext: Sendable {
         }
         let format: BookFormat
         do {
-            format = try BookValidator(limits: configuration.validationLimits).validate(path: partial.path)
+            format = try BookValidator(limits: configuration.validationLimits).validate(path: partial.path, blockCRC32: file.blockCRC32)
         } catch {
             logger.notice("refused an invalid download", metadata: ["id": "\(id)", "reason": "\(error.reason)"])
             throw .fileCorrupted(id, reason: error.reason)

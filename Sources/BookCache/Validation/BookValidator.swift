@@ -1,3 +1,4 @@
+import DownloadQueue
 import Foundation
 
 /// Decides a file's format from its bytes and checks it is a whole, well-formed book.
@@ -15,13 +16,16 @@ public struct BookValidator: Sendable {
     }
 
     /// Validates the file at `path` and returns its format.
-    /// - Parameter path: A file on disk.
+    /// - Parameters:
+    ///   - path: A file on disk.
+    ///   - blockCRC32: The CRC-32s of the file's blocks, computed while it downloaded; large stored
+    ///     EPUB entries they vouch for are then not read again.
     /// - Returns: The format the bytes show.
     /// - Throws: ``ValidationFailure`` naming what is wrong.
-    public func validate(path: String) throws(ValidationFailure) -> BookFormat {
+    public func validate(path: String, blockCRC32: BlockCRC32? = nil) throws(ValidationFailure) -> BookFormat {
         let format = try Self.detectFormat(path: path)
         switch format {
-        case .epub: try EPUBValidator(limits: limits).validate(path: path)
+        case .epub: try EPUBValidator(limits: limits).validate(path: path, blockCRC32: blockCRC32)
         case .pdf: try PDFValidator().validate(path: path)
         }
         return format

@@ -1,5 +1,12 @@
 import CLibzip
+import DownloadQueue
 import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 
 /// Checks an EPUB with libzip: the archive's consistency, every entry's CRC, and the EPUB
 /// container rules.
@@ -13,13 +20,18 @@ import Foundation
 ///   name appears twice.
 /// - Decompression is bounded by ``ValidationLimits``: a small file declaring gigabytes, or an
 ///   entry compressed beyond the allowed ratio, is refused before it is inflated.
+/// - A large stored entry (a magazine's images) whose CRC-32 the block CRC-32s computed during
+///   the download confirm is not read through again; anything else is.
 struct EPUBValidator {
     static let mimetype = "application/epub+zip"
     static let containerPath = "META-INF/container.xml"
 
     let limits: ValidationLimits
 
-    func validate(path: String) throws(ValidationFailure) {
+    /// - Parameters:
+    ///   - path: The file.
+    ///   - blockCRC32: CRC-32s of the file's blocks computed while it downloaded, if any.
+    func validate(path: String, blockCRC32: BlockCRC32? = nil) throws(ValidationFailure) {
         var openError: Int32 = 0
         guard let archive = zip_open(path, ZIP_CHECKCONS | ZIP_RDONLY, &openError) else {
             if openError == ZIP_ER_EXISTS {
@@ -55,10 +67,12 @@ struct EPUBValidator {
         }
 
         try checkMimetype(archive)
+        let confirmed = blockCRC32.map { storedEntriesConfirmed(by: $0, path: path, archive: archive, count: count) } ?? []
         var containerXML: [UInt8] = []
         var found = false
         for index in 0..<UInt64(count) {
             let entry = try stat(archive, index)
+            if confirmed.contains(index) { continue }
             let keep = entry.name == Self.containerPath
             if keep {
                 found = true
@@ -80,12 +94,57 @@ struct EPUBValidator {
         _ = first
     }
 
+    /// Stored entries this large are checked from block CRC-32s when those are at hand.
+    static let blockCheckMinimumBytes: Int64 = 4 << 20
+
+    /// The indices of the entries `blocks` vouch for (see below), opening the archive itself.
+    func entriesConfirmed(path: String, by blocks: BlockCRC32) -> Set<UInt64> {
+        var openError: Int32 = 0
+        guard let archive = zip_open(path, ZIP_CHECKCONS | ZIP_RDONLY, &openError) else { return [] }
+        defer { zip_discard(archive) }
+        return storedEntriesConfirmed(by: blocks, path: path, archive: archive, count: zip_get_num_entries(archive, 0))
+    }
+
+    /// The large stored entries whose CRC-32, computed from `blocks` and the file's bytes at the
+    /// entry's data offset, equals the one libzip read from the central directory: reading them
+    /// through libzip again would check exactly that, so they need not be.
+    private func storedEntriesConfirmed(by blocks: BlockCRC32, path: String, archive: OpaquePointer, count: Int64) -> Set<UInt64> {
+        var candidates: [(UInt64, Entry)] = []
+        for index in 0..<UInt64(count) {
+            guard let entry = try? stat(archive, index) else { return [] }
+            if entry.method == ZIP_CM_STORE, entry.compressedSize >= Self.blockCheckMinimumBytes, entry.compressedSize == entry.size,
+                entry.crc32 != nil
+            {
+                candidates.append((index, entry))
+            }
+        }
+        guard !candidates.isEmpty else { return [] }
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return [] }
+        defer { close(fd) }
+        guard let directory = ZIPDirectory(fd: fd, maxEntries: limits.maxEntries), directory.fileSize == blocks.length,
+            directory.entries.count == Int(count)
+        else { return [] }
+        var confirmed: Set<UInt64> = []
+        for (index, entry) in candidates {
+            let listed = directory.entries[Int(index)]
+            // The same entry as libzip's, or the shortcut is not taken for it.
+            guard listed.name == Array(entry.name.utf8), listed.method == 0,
+                listed.crc32 == entry.crc32, listed.compressedSize == entry.compressedSize,
+                let range = directory.dataRange(of: listed), blocks.crc32(of: range, inFileAt: path) == entry.crc32
+            else { continue }
+            confirmed.insert(index)
+        }
+        return confirmed
+    }
+
     private struct Entry {
         let name: String
         let size: Int64
         let compressedSize: Int64
         let method: Int32
         let encrypted: Bool
+        let crc32: UInt32?
     }
 
     private func stat(_ archive: OpaquePointer, _ index: UInt64) throws(ValidationFailure) -> Entry {
@@ -99,7 +158,8 @@ struct EPUBValidator {
             size: Int64(clamping: info.size),
             compressedSize: Int64(clamping: info.comp_size),
             method: Int32(info.comp_method),
-            encrypted: info.encryption_method != UInt16(ZIP_EM_NONE)
+            encrypted: info.encryption_method != UInt16(ZIP_EM_NONE),
+            crc32: info.valid & UInt64(ZIP_STAT_CRC) != 0 ? info.crc : nil
         )
     }
 

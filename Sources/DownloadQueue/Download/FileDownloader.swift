@@ -45,6 +45,8 @@ public struct FileDownloader: Sendable {
     ///   - maxBytes: Refuse bodies larger than this many bytes, announced or actual.
     ///   - resume: Continue a partial file left by an earlier attempt, and keep this one's
     ///     partial file when it fails in a way a later attempt can resume.
+    ///   - computesBlockCRC32: Also compute ``DownloadedFile/blockCRC32`` when the body is at least
+    ///     ``blockCRC32MinimumLength`` bytes or of unknown length.
     ///   - checkHead: Called with the response head before any byte is written; throw to refuse.
     ///   - onProgress: Called as bytes arrive.
     /// - Returns: The file's size, SHA-256 and the server's validators.
@@ -54,6 +56,7 @@ public struct FileDownloader: Sendable {
         to destination: String,
         maxBytes: Int64 = .max,
         resume: Bool = false,
+        computesBlockCRC32: Bool = false,
         checkHead: @Sendable (ResponseHead) throws -> Void = { _ in },
         onProgress: @Sendable (DownloadProgress) -> Void = { _ in }
     ) async throws -> DownloadedFile {
@@ -126,6 +129,9 @@ public struct FileDownloader: Sendable {
         let resumable = resume && validator != nil
         var received = offset
         let hasher = HashBox()
+        if computesBlockCRC32, expectedTotal.map({ $0 >= Self.blockCRC32MinimumLength }) ?? true {
+            hasher.blocks = BlockCRC32()
+        }
         let file: OutputFile
         // The resume record is written once a meaningful amount has arrived (or when an attempt
         // fails), not for every small book: one file fewer to create per download.
@@ -134,7 +140,7 @@ public struct FileDownloader: Sendable {
         do {
             file = try OutputFile(path: destination, url: finalURL, append: offset > 0)
             if offset > 0 {
-                try Self.hashPrefix(of: destination, length: offset, into: &hasher.value, url: finalURL)
+                try Self.hashPrefix(of: destination, length: offset, into: hasher, url: finalURL)
             } else {
                 ResumeRecord.remove(for: destination)
             }
@@ -200,6 +206,7 @@ public struct FileDownloader: Sendable {
             path: destination,
             byteCount: received,
             sha256: Self.hex(hasher.value.finalize()),
+            blockCRC32: hasher.blocks,
             etag: etag,
             lastModified: lastModified,
             contentType: response.header("Content-Type"),
@@ -211,6 +218,9 @@ public struct FileDownloader: Sendable {
     /// Bytes gathered before they are hashed and written; big enough that hashing and writing
     /// can run on two cores at once.
     static let batchBytes = 1 << 20
+    /// The smallest announced body for which block CRC-32s are computed: below it, reading the
+    /// file again costs less than the bookkeeping saves.
+    public static let blockCRC32MinimumLength: Int64 = 8 << 20
     /// Bytes that must arrive before a resume record is written.
     static let recordAfterBytes: Int64 = 1 << 20
 
@@ -222,7 +232,7 @@ public struct FileDownloader: Sendable {
         if total < batchBytes / 2 {
             for buffer in batch {
                 try buffer.withUnsafeReadableBytes { bytes in
-                    hasher.value.update(bufferPointer: bytes)
+                    hasher.update(bytes)
                     try file.write(bytes)
                 }
             }
@@ -231,7 +241,7 @@ public struct FileDownloader: Sendable {
         let failure = ErrorBox()
         DispatchQueue.concurrentPerform(iterations: 2) { lane in
             if lane == 0 {
-                for buffer in batch { buffer.withUnsafeReadableBytes { hasher.value.update(bufferPointer: $0) } }
+                for buffer in batch { buffer.withUnsafeReadableBytes { hasher.update($0) } }
             } else {
                 do {
                     for buffer in batch { try buffer.withUnsafeReadableBytes { try file.write($0) } }
@@ -255,7 +265,7 @@ public struct FileDownloader: Sendable {
         return Int64(info.st_size)
     }
 
-    private static func hashPrefix(of path: String, length: Int64, into hasher: inout SHA256, url: URL) throws {
+    private static func hashPrefix(of path: String, length: Int64, into hasher: HashBox, url: URL) throws {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw DownloadError(kind: .fileSystem, url: url, errnoCode: errno, detail: "reading \(path)") }
         defer { close(fd) }
@@ -269,7 +279,7 @@ public struct FileDownloader: Sendable {
             guard n > 0 else {
                 throw DownloadError(kind: .fileSystem, url: url, errnoCode: n < 0 ? errno : EIO, detail: "the partial file \(path) is shorter than expected")
             }
-            hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
+            hasher.update(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
             remaining -= Int64(n)
         }
     }
@@ -377,9 +387,16 @@ private func systemClose(_ fd: Int32) -> Int32 {
     #endif
 }
 
-/// The running SHA-256 of a download; used by one lane of ``FileDownloader/hashAndWrite`` at a time.
+/// The running SHA-256 (and block CRC-32s, when asked for) of a download; used by one lane of
+/// ``FileDownloader/hashAndWrite`` at a time.
 final class HashBox: @unchecked Sendable {
     var value = SHA256()
+    var blocks: BlockCRC32?
+
+    func update(_ bytes: UnsafeRawBufferPointer) {
+        value.update(bufferPointer: bytes)
+        blocks?.update(bytes)
+    }
 }
 
 /// The error from the writing lane, read after both lanes have finished.

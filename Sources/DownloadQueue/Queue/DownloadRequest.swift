@@ -20,6 +20,10 @@ public struct DownloadRequest: Sendable {
     public var willStart: @Sendable () async throws -> Void
     /// This job's retry policy, instead of the queue's.
     public var retryPolicy: RetryPolicy?
+    /// Also compute the CRC-32 of each 1 MiB block while streaming (see ``BlockCRC32``), for
+    /// bodies of at least ``FileDownloader/blockCRC32MinimumLength`` bytes or of unknown length.
+    /// Off by default.
+    public var computesBlockCRC32 = false
 
     /// Creates a request.
     /// - Parameters:
