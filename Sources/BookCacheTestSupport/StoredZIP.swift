@@ -34,6 +34,11 @@ public enum StoredZIP {
 
     /// A valid EPUB whose one chapter is `chapter`, stored.
     public static func epub(chapter: [UInt8]) -> [UInt8] {
+        epub(files: [("OEBPS/images.bin", chapter)])
+    }
+
+    /// A valid EPUB holding `files` after its container entries, stored.
+    public static func epub(files: [(name: String, bytes: [UInt8])]) -> [UInt8] {
         let container = """
             <?xml version="1.0"?>
             <container version="1.0" xmlns="urn:oasis:names:tc:opendocument:xmlns:container">
@@ -49,8 +54,7 @@ public enum StoredZIP {
             ("mimetype", Array("application/epub+zip".utf8)),
             ("META-INF/container.xml", Array(container.utf8)),
             ("OEBPS/content.opf", Array(opf.utf8)),
-            ("OEBPS/images.bin", chapter),
-        ])
+        ] + files)
     }
 
     /// Deterministic pseudo-random bytes.

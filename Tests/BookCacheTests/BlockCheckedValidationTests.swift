@@ -63,6 +63,32 @@ struct BlockCheckedValidationTests {
         try validator.validate(path: path, blockCRC32: blocks(of: other))
     }
 
+    @Test("a large book is read on several cores, and the damage reported is the first in archive order")
+    func parallelReadThrough() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let files = (0..<6).map { (name: "OEBPS/part\($0).bin", bytes: StoredZIP.noise(count: 2 << 20, seed: UInt64($0 + 1))) }
+        let validator = EPUBValidator(limits: ValidationLimits())
+        let good = StoredZIP.epub(files: files)
+        try validator.validate(path: try write(good, in: directory))
+
+        // Given parts 2 and 5 damaged after their CRCs were written (the test machine may have one core or several)
+        var bytes = good
+        for part in [5, 2] {
+            // The first occurrence of the name is the local header's; the data follows it (no extra field).
+            let name = Array("OEBPS/part\(part).bin".utf8)
+            let dataStart = try #require(bytes.firstRange(of: name)).upperBound
+            bytes[dataStart + 1000] ^= 0x01
+        }
+        let path = try write(bytes, in: directory)
+
+        // Then validation fails naming part 2, every time
+        for _ in 0..<3 {
+            let failure = #expect(throws: ValidationFailure.self) { try validator.validate(path: path) }
+            #expect(failure?.reason.contains("'OEBPS/part2.bin' is damaged") == true, "\(String(describing: failure?.reason))")
+        }
+    }
+
     @Test("a manager download of a large stored EPUB is cached; the same book damaged on the server is refused")
     func endToEnd() async throws {
         var damaged = StoredZIP.epub(chapter: chapter)

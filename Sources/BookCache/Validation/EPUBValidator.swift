@@ -70,19 +70,20 @@ struct EPUBValidator {
         let confirmed = blockCRC32.map { storedEntriesConfirmed(by: $0, path: path, archive: archive, count: count) } ?? []
         var containerXML: [UInt8] = []
         var found = false
+        var work: [(index: UInt64, entry: Entry)] = []
         for index in 0..<UInt64(count) {
             let entry = try stat(archive, index)
-            if confirmed.contains(index) { continue }
-            let keep = entry.name == Self.containerPath
-            if keep {
+            if entry.name == Self.containerPath {
                 found = true
                 guard entry.size <= Int64(limits.maxContainerXMLBytes) else {
                     throw ValidationFailure("\(Self.containerPath) is \(entry.size) bytes, more than the limit of \(limits.maxContainerXMLBytes)")
                 }
+                containerXML = try readThrough(archive, index, name: entry.name, keep: true)
+            } else if !confirmed.contains(index) {
+                work.append((index, entry))
             }
-            let bytes = try readThrough(archive, index, name: entry.name, keep: keep)
-            if keep { containerXML = bytes }
         }
+        try readThrough(work, archive: archive, path: path)
         guard found else { throw ValidationFailure("\(Self.containerPath) is missing") }
         let rootfiles = try ContainerXMLParser(maxDepth: limits.maxContainerXMLDepth).rootfiles(in: containerXML)
         guard let first = rootfiles.first else {
@@ -92,6 +93,58 @@ struct EPUBValidator {
             throw ValidationFailure("\(Self.containerPath) names the rootfile '\(rootfile)', which is not in the archive")
         }
         _ = first
+    }
+
+    /// Compressed bytes worth spreading over several cores when entries are read through.
+    static let parallelReadMinimumBytes: Int64 = 8 << 20
+
+    /// Reads `entries` through so libzip checks their CRCs. When they are large, they are spread
+    /// over the cores (inflating is the slow part), each lane with its own handle on the archive;
+    /// the damage reported is the first in archive order, as a single pass would find.
+    private func readThrough(_ entries: [(index: UInt64, entry: Entry)], archive: OpaquePointer, path: String) throws(ValidationFailure) {
+        // `archive` serves the single-lane case; lanes open their own.
+        let total = entries.reduce(Int64(0)) { $0 + $1.entry.compressedSize }
+        let lanes = min(ProcessInfo.processInfo.activeProcessorCount, 4, entries.count)
+        guard lanes > 1, total >= Self.parallelReadMinimumBytes else {
+            for (index, entry) in entries { _ = try readThrough(archive, index, name: entry.name, keep: false) }
+            return
+        }
+        // Largest first, each to the lane with the fewest bytes so far; each lane then goes in archive order.
+        var assigned = Array(repeating: [(index: UInt64, entry: Entry)](), count: lanes)
+        var load = Array(repeating: Int64(0), count: lanes)
+        for item in entries.sorted(by: { $0.entry.compressedSize > $1.entry.compressedSize }) {
+            let lane = load.indices.min { load[$0] < load[$1] }!
+            assigned[lane].append(item)
+            load[lane] += item.entry.compressedSize
+        }
+        let plan = assigned.map { $0.sorted { $0.index < $1.index } }
+        let failures = (0..<lanes).map { _ in LaneFailure() }
+        let validator = self
+        Lanes.run(lanes) { lane in
+            // libzip handles are not shared between threads: each lane opens its own.
+            var openError: Int32 = 0
+            guard let handle = zip_open(path, ZIP_RDONLY, &openError) else {
+                failures[lane].first = (0, ValidationFailure("the archive cannot be opened again (\(Self.describe(code: openError)))"))
+                return
+            }
+            defer { zip_discard(handle) }
+            for (index, entry) in plan[lane] {
+                do throws(ValidationFailure) {
+                    _ = try validator.readThrough(handle, index, name: entry.name, keep: false)
+                } catch {
+                    failures[lane].first = (index, error)
+                    return
+                }
+            }
+        }
+        if let first = failures.compactMap(\.first).min(by: { $0.index < $1.index }) {
+            throw first.failure
+        }
+    }
+
+    /// The first damage one lane found, read after every lane has finished.
+    private final class LaneFailure: @unchecked Sendable {
+        var first: (index: UInt64, failure: ValidationFailure)?
     }
 
     /// Stored entries this large are checked from block CRC-32s when those are at hand.

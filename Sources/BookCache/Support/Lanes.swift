@@ -1,0 +1,28 @@
+import Foundation
+
+/// Runs CPU-bound work on several threads at once and waits for all of it.
+///
+/// Lane 0 runs on the calling thread; the others each get a new `Thread`. Unlike
+/// `DispatchQueue.concurrentPerform`, a call nested inside another parallel section still gets
+/// its own threads (dispatch runs a nested apply serially once its pool is busy, so a book
+/// validated while the verifier hashes it would use one core).
+enum Lanes {
+    /// Calls `body(lane)` for each lane in `0..<count`, concurrently, and returns when all are done.
+    static func run(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) {
+        guard count > 1 else {
+            if count == 1 { body(0) }
+            return
+        }
+        let done = DispatchSemaphore(value: 0)
+        for lane in 1..<count {
+            let thread = Thread {
+                body(lane)
+                done.signal()
+            }
+            thread.stackSize = 1 << 20
+            thread.start()
+        }
+        body(0)
+        for _ in 1..<count { done.wait() }
+    }
+}
