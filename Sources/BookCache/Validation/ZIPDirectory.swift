@@ -54,7 +54,7 @@ struct ZIPDirectory {
             directoryOffset = Int64(bitPattern: Self.u64(end64, 48))
         }
         guard count >= 0, count <= Int64(maxEntries), directorySize >= 0, directorySize <= 64 << 20, directoryOffset >= 0,
-            directoryOffset + directorySize <= fileSize,
+            directoryOffset <= fileSize - directorySize,
             let directory = Self.read(fd, at: directoryOffset, count: Int(directorySize))
         else { return nil }
 
@@ -87,11 +87,12 @@ struct ZIPDirectory {
 
     /// Where the entry's data starts: after its local header, name and extra field.
     func dataRange(of entry: Entry) -> Range<Int64>? {
-        guard entry.localHeaderOffset + 30 <= fileSize, let header = Self.read(fd, at: entry.localHeaderOffset, count: 30),
-            Self.u32(header, 0) == 0x0403_4b50
+        // Offsets come from the file: compare by subtraction so a huge value cannot overflow.
+        guard entry.localHeaderOffset >= 0, entry.localHeaderOffset <= fileSize - 30,
+            let header = Self.read(fd, at: entry.localHeaderOffset, count: 30), Self.u32(header, 0) == 0x0403_4b50
         else { return nil }
         let start = entry.localHeaderOffset + 30 + Int64(Self.u16(header, 26)) + Int64(Self.u16(header, 28))
-        guard start + entry.compressedSize <= fileSize else { return nil }
+        guard entry.compressedSize >= 0, start <= fileSize, entry.compressedSize <= fileSize - start else { return nil }
         return start..<(start + entry.compressedSize)
     }
 
