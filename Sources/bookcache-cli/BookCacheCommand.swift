@@ -1,6 +1,12 @@
 import ArgumentParser
 import BookCache
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
 @main
 struct BookCacheCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -31,4 +37,21 @@ struct BookCacheCommand: AsyncParsableCommand {
     )
 
     @OptionGroup var global: GlobalOptions
+
+    static func main() async {
+        // With TZ unset, glibc stats /etc/localtime on every local-time conversion, and libzip
+        // converts each entry's DOS time while validating: thousands of calls in a batch. Naming
+        // the same file explicitly lets glibc load it once; the time zone is the same.
+        if getenv("TZ") == nil { setenv("TZ", ":/etc/localtime", 1) }
+        do {
+            var command = try parseAsRoot()
+            if var asyncCommand = command as? any AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            exit(withError: error)
+        }
+    }
 }

@@ -148,7 +148,7 @@ final class SnapshotRecords: Sendable {
         guard all.count < ranges.count else { return all }
         let missing = ranges.filter { all[$0.key] == nil }.map { ($0.key, $0.value) }
         // Large indexes are decoded on every core: each lane takes a slice of the records.
-        let lanes = missing.count > 2000 ? max(1, min(ProcessInfo.processInfo.activeProcessorCount, 8)) : 1
+        let lanes = missing.count > 2000 ? min(Lanes.available, 8) : 1
         let results = (0..<lanes).map { _ in LaneResult() }
         DispatchQueue.concurrentPerform(iterations: lanes) { lane in
             var part: [String: CachedBookMetadata] = [:]

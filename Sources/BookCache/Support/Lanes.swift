@@ -7,6 +7,9 @@ import Foundation
 /// its own threads (dispatch runs a nested apply serially once its pool is busy, so a book
 /// validated while the verifier hashes it would use one core).
 enum Lanes {
+    /// The processors this process may use, read once (each read of it opens cgroup files).
+    static let available = max(1, ProcessInfo.processInfo.activeProcessorCount)
+
     /// Calls `body(lane)` for each lane in `0..<count`, concurrently, and returns when all are done.
     static func run(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) {
         guard count > 1 else {

@@ -104,7 +104,7 @@ struct EPUBValidator {
     private func readThrough(_ entries: [(index: UInt64, entry: Entry)], archive: OpaquePointer, path: String) throws(ValidationFailure) {
         // `archive` serves the single-lane case; lanes open their own.
         let total = entries.reduce(Int64(0)) { $0 + $1.entry.compressedSize }
-        let lanes = min(ProcessInfo.processInfo.activeProcessorCount, 4, entries.count)
+        let lanes = min(Lanes.available, 4, entries.count)
         guard lanes > 1, total >= Self.parallelReadMinimumBytes else {
             for (index, entry) in entries { _ = try readThrough(archive, index, name: entry.name, keep: false) }
             return
