@@ -221,6 +221,37 @@ struct BookCacheManagerTests {
         }
     }
 
+    @Test("pins and access times are kept in sidecars, so an index rebuilt after loss keeps them")
+    func sidecarsFollowChanges() async throws {
+        let files = ["a.epub": try Fixtures.data("alice.epub"), "p.epub": try Fixtures.data("pride.epub")]
+        try await withServerAndDirectory(files: files) { server, dir in
+            let clock = ManualClock()
+            let manager = makeManager(dir, clock: clock)
+            let alice = try BookID(parsing: "ebook-a")
+            let pride = try BookID(parsing: "ebook-p")
+            _ = try await manager.download(try request(server, "a.epub", id: "ebook-a"))
+            _ = try await manager.download(try request(server, "p.epub", id: "ebook-p"))
+            // Given alice pinned and pride read an hour later
+            try await manager.pin(alice)
+            clock.advance(by: 3600)
+            try await manager.touch(pride)
+            let before = try await manager.allBooks()
+
+            // When the index and its journal are lost
+            for name in ["metadata.json", "metadata.journal"] {
+                let file = dir.path("cache").appendingPathComponent(name)
+                if FileManager.default.fileExists(atPath: file.path) { try FileManager.default.removeItem(at: file) }
+            }
+            #expect(!FileManager.default.fileExists(atPath: dir.path("cache/metadata.json").path))
+
+            // Then a new manager rebuilds them from the sidecars with the pin and the access time
+            let rebuilt = try await makeManager(dir, clock: clock).allBooks()
+            #expect(rebuilt == before)
+            #expect(rebuilt.first { $0.id == "ebook-a" }?.pinned == true)
+            #expect(rebuilt.first { $0.id == "ebook-p" }?.lastAccessedAt == clock.now)
+        }
+    }
+
     @Test("delete and clear remove files, sidecars and records")
     func deleteAndClear() async throws {
         let files = [

@@ -85,6 +85,7 @@ extension BookCacheManager {
                     gone.append(record)
                 } else {
                     index[key: record.id] = updated
+                    updateSidecar(updated)
                 }
             }
             try evictionRunner.remove(gone, from: &index, reason: "no longer in sync source")

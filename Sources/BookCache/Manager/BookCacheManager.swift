@@ -145,8 +145,22 @@ public actor BookCacheManager {
             found = true
             change(&record)
             index[id] = record
+            updateSidecar(record)
         }
         return found
+    }
+
+    /// Rewrites a book's sidecar after its record changed (a pin, an access, a sync source), so an
+    /// index rebuilt from sidecars keeps it. Called under the index lock, so the two agree. A
+    /// failure is logged, not thrown: the index, the primary copy, already holds the change.
+    func updateSidecar(_ record: CachedBookMetadata) {
+        do {
+            try layout.writeSidecar(record)
+        } catch {
+            logger.warning(
+                "the index has the change, but the book's sidecar could not be updated; an index rebuilt from sidecars would miss it",
+                metadata: ["id": "\(record.id)", "error": "\(error)"])
+        }
     }
 
     /// Records that a book was used now, for LRU eviction.

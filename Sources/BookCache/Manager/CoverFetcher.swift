@@ -38,9 +38,7 @@ struct CoverFetcher: Sendable {
                     }
                     try FileSystem.moveAtomically(from: partial, to: layout.url(forRelativePath: relative))
                     record.coverPath = relative
-                    let sidecar = try MetadataCoding.encoder(pretty: true).encode(record)
-                    try FileSystem.writeAtomically(
-                        sidecar, to: layout.url(forRelativePath: layout.relativeSidecarPath(for: id)), temporaryFolder: layout.partialFolder)
+                    try layout.writeSidecar(record)
                 } catch {
                     throw .cacheDirectoryUnusable(layout.root.path, "cannot store the cover of \(id) (\(error))")
                 }

@@ -148,12 +148,8 @@ struct DownloadContext: Sendable {
                 record.syncSources.append(syncSource)
             }
             do {
-                let sidecar = try MetadataCoding.encoder(pretty: true).encode(record)
-                // The sidecar's temporary file goes in partial/, so a crash never leaves one in a type
-                // folder. It is made durable by the book's rename into the same folder, synced next.
-                try FileSystem.writeAtomically(
-                    sidecar, to: layout.url(forRelativePath: layout.relativeSidecarPath(for: id)), temporaryFolder: layout.partialFolder,
-                    durable: false)
+                // Made durable by the book's rename into the same folder, synced next.
+                try layout.writeSidecar(record)
                 try FileSystem.moveAtomically(from: partial, to: destination)
                 // A book that changed format leaves its old file behind; remove it.
                 for format in BookFormat.allCases where format != record.format {

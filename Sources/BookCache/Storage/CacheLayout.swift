@@ -47,6 +47,15 @@ public struct CacheLayout: Sendable, Hashable {
         "\(id.type.folderName)/\(id.bookId)\(Self.sidecarSuffix)"
     }
 
+    /// Writes `record` to its book's sidecar, atomically. The temporary file goes in `partial/`, so
+    /// a crash never leaves one in a type folder. Not `fsync`ed: the sidecar is the index's backup,
+    /// and the index (whose journal is synced) holds the same record.
+    func writeSidecar(_ record: CachedBookMetadata) throws {
+        let id = try record.bookID
+        let data = try MetadataCoding.encoder(pretty: true).encode(record)
+        try FileSystem.writeAtomically(data, to: url(forRelativePath: relativeSidecarPath(for: id)), temporaryFolder: partialFolder, durable: false)
+    }
+
     /// The suffix that marks a sidecar file.
     public static let sidecarSuffix = ".meta.json"
 
