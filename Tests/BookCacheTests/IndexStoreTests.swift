@@ -21,6 +21,30 @@ struct IndexStoreTests {
         return IndexStore(layout: layout, logger: Logger(label: "test"))
     }
 
+    @Test("escaped strings in a snapshot decode as JSONDecoder decodes them", arguments: [
+        #"plain"#, #"\"quoted\""#, #"back\\slash and \/ slash"#, #"\b\f\n\r\t"#, #"caf\u00e9 \u00C9"#,
+        #"books \ud83d\udcda!"#, #"\u0000nul"#,
+    ])
+    func escapedStrings(escaped: String) throws {
+        let record = record(try BookID(parsing: "ebook-x"))
+        var json = String(decoding: try MetadataCoding.encoder().encode(record), as: UTF8.self)
+        json = json.replacingOccurrences(of: #""title":"T ebook-x""#, with: #""title":"\#(escaped)""#)
+        let expected = try MetadataCoding.decoder().decode(CachedBookMetadata.self, from: Data(json.utf8))
+        let snapshot = #"{"schemaVersion":1,"books":{"ebook-x":\#(json)}}"#
+        let index = try MetadataIndex(snapshot: Data(snapshot.utf8))
+        #expect(index[key: "ebook-x"] == expected)
+        #expect(index.sortedBooks == [expected])
+        #expect(expected.title != "T ebook-x", "the title was replaced")
+
+        // The direct scanner (not only its JSONDecoder fallback) reads the string the same way
+        let literal = Data(("\"" + escaped + "\"").utf8)
+        let scanned = try literal.withUnsafeBytes { raw in
+            var scanner = JSONScanner(bytes: raw, base: 0)
+            return try scanner.string()
+        }
+        #expect(scanned == (try JSONDecoder().decode(String.self, from: literal)))
+    }
+
     @Test("no update is lost when many stores update at once")
     func concurrentUpdates() async throws {
         let dir = try TemporaryDirectory()

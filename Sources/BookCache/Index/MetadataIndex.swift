@@ -51,9 +51,20 @@ struct MetadataIndex: Sendable {
 
     /// Every record (decoding the whole snapshot if it was not yet).
     var books: [String: CachedBookMetadata] {
-        var all = snapshot?.allRecords() ?? [:]
+        var all: [String: CachedBookMetadata] = [:]
+        let records = snapshot?.allRecords() ?? []
+        all.reserveCapacity(records.count + overrides.count)
+        for (key, record) in records { all[key] = record }
         for (key, value) in overrides { all[key] = value }
         return all
+    }
+
+    /// Every record, sorted by key, without building a dictionary of them.
+    var sortedBooks: [CachedBookMetadata] {
+        var all = (snapshot?.allRecords() ?? []).filter { overrides[$0.key] == nil }
+        all += overrides.compactMap { key, value in value.map { (key, $0) } }
+        all.sort { $0.key < $1.key }
+        return all.map(\.record)
     }
 
     /// How many books the index holds, without decoding them.
@@ -101,6 +112,8 @@ final class SnapshotRecords: Sendable {
     /// The bytes of the whole `books` object, for decoding every record in one pass.
     private let booksRange: Range<Int>?
     private let decoded = Mutex<[String: CachedBookMetadata]>([:])
+    /// Every record, once ``allRecords()`` has decoded them.
+    private let decodedAll = Mutex<[(key: String, record: CachedBookMetadata)]?>(nil)
 
     var keys: Dictionary<String, Range<Int>>.Keys { ranges.keys }
 
@@ -142,33 +155,33 @@ final class SnapshotRecords: Sendable {
         return record
     }
 
-    /// Every record; ones that cannot be decoded are left out (verify reports their files as strays).
-    func allRecords() -> [String: CachedBookMetadata] {
-        var all = decoded.withLock { $0 }
-        guard all.count < ranges.count else { return all }
-        let missing = ranges.filter { all[$0.key] == nil }.map { ($0.key, $0.value) }
+    /// Every record, in no particular order; ones that cannot be decoded are left out (verify
+    /// reports their files as strays). Decoded once, then kept.
+    func allRecords() -> [(key: String, record: CachedBookMetadata)] {
+        if let all = decodedAll.withLock({ $0 }) { return all }
+        let known = decoded.withLock { $0 }
+        let entries = Array(ranges)
         // Large indexes are decoded on every core: each lane takes a slice of the records.
-        let lanes = missing.count > 2000 ? min(Lanes.available, 8) : 1
+        let lanes = entries.count > 2000 ? min(Lanes.available, 8) : 1
         let results = (0..<lanes).map { _ in LaneResult() }
-        DispatchQueue.concurrentPerform(iterations: lanes) { lane in
-            var part: [String: CachedBookMetadata] = [:]
-            var index = lane
-            while index < missing.count {
-                let (key, range) = missing[index]
-                if let record = decode(range) { part[key] = record }
-                index += lanes
+        let per = (entries.count + lanes - 1) / max(lanes, 1)
+        Lanes.run(lanes) { lane in
+            var part: [(key: String, record: CachedBookMetadata)] = []
+            part.reserveCapacity(per)
+            for position in (lane * per)..<min(entries.count, (lane + 1) * per) {
+                let (key, range) = entries[position]
+                if let record = known[key] ?? self.decode(range) { part.append((key, record)) }
             }
             results[lane].records = part
         }
-        all.reserveCapacity(ranges.count)
-        for result in results { all.merge(result.records) { first, _ in first } }
-        decoded.withLock { $0 = all }
+        let all = results.flatMap(\.records)
+        decodedAll.withLock { $0 = all }
         return all
     }
 
     /// One lane's decoded records, read after every lane has finished.
     private final class LaneResult: @unchecked Sendable {
-        var records: [String: CachedBookMetadata] = [:]
+        var records: [(key: String, record: CachedBookMetadata)] = []
     }
 
     /// Decodes one record: the direct scanner first (several times faster than `JSONDecoder`
@@ -244,8 +257,66 @@ struct JSONScanner {
         try skipString()
         let inner = UnsafeRawBufferPointer(rebasing: bytes[(start + 1)..<(position - 1)])
         if !inner.contains(UInt8(ascii: "\\")) { return String(decoding: inner, as: UTF8.self) }
-        guard let text = try? JSONDecoder().decode(String.self, from: Data(bytes[start..<position])) else { throw fail("invalid string") }
-        return text
+        return try unescape(inner)
+    }
+
+    /// The text of a string's contents with its escapes resolved (an ETag's quotes, say).
+    private func unescape(_ inner: UnsafeRawBufferPointer) throws -> String {
+        var out: [UInt8] = []
+        out.reserveCapacity(inner.count)
+        var index = 0
+        func hex4() throws -> UInt32 {
+            guard index + 4 <= inner.count else { throw fail("short \\u escape") }
+            var value: UInt32 = 0
+            for byte in inner[index..<(index + 4)] {
+                let digit: UInt8
+                switch byte {
+                case 0x30...0x39: digit = byte - 0x30
+                case 0x41...0x46: digit = byte - 0x41 + 10
+                case 0x61...0x66: digit = byte - 0x61 + 10
+                default: throw fail("bad \\u escape")
+                }
+                value = value << 4 | UInt32(digit)
+            }
+            index += 4
+            return value
+        }
+        while index < inner.count {
+            let byte = inner[index]
+            index += 1
+            guard byte == UInt8(ascii: "\\") else {
+                out.append(byte)
+                continue
+            }
+            guard index < inner.count else { throw fail("unterminated escape") }
+            let escape = inner[index]
+            index += 1
+            switch escape {
+            case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): out.append(escape)
+            case UInt8(ascii: "b"): out.append(0x08)
+            case UInt8(ascii: "f"): out.append(0x0C)
+            case UInt8(ascii: "n"): out.append(0x0A)
+            case UInt8(ascii: "r"): out.append(0x0D)
+            case UInt8(ascii: "t"): out.append(0x09)
+            case UInt8(ascii: "u"):
+                var value = try hex4()
+                if (0xD800..<0xDC00).contains(value) {
+                    // A high surrogate must be followed by an escaped low one.
+                    guard index + 2 <= inner.count, inner[index] == UInt8(ascii: "\\"), inner[index + 1] == UInt8(ascii: "u") else {
+                        throw fail("lone surrogate")
+                    }
+                    index += 2
+                    let low = try hex4()
+                    guard (0xDC00..<0xE000).contains(low) else { throw fail("lone surrogate") }
+                    value = 0x10000 + ((value - 0xD800) << 10) + (low - 0xDC00)
+                }
+                guard let scalar = Unicode.Scalar(value) else { throw fail("lone surrogate") }
+                UTF8.encode(scalar) { out.append($0) }
+            default:
+                throw fail("bad escape")
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
     }
 
     mutating func integer() throws -> Int {

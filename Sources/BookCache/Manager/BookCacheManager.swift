@@ -105,7 +105,7 @@ public actor BookCacheManager {
     /// Every cached book, sorted by id.
     public func allBooks() throws(BookCacheError) -> [CachedBookMetadata] {
         try checkRootIsUsable()
-        return try store.read().books.values.sorted { $0.id < $1.id }
+        return try store.read().sortedBooks
     }
 
     /// The total size of the cached books, in bytes.
