@@ -19,7 +19,8 @@ struct SmallDiskTests {
         try await server.shutdown()
     }
 
-    let big = Data((0..<600_000).map { UInt8(truncatingIfNeeded: $0 &* 13) })
+    // Several 1 MiB batches, so the failing write happens on the writer thread of a large body.
+    let big = Data((0..<2_500_000).map { UInt8(truncatingIfNeeded: $0 &* 13) })
 
     @Test("a write that hits ENOSPC fails that download cleanly; the others go on")
     func diskFillsUp() async throws {

@@ -150,6 +150,10 @@ public struct FileDownloader: Sendable {
         }
         var batch: [ByteBuffer] = []
         var batchBytes = 0
+        // A large body is hashed and written on another thread while the next batch arrives.
+        let pipeline = expectedTotal.map { $0 - offset >= Self.pipelineMinimumLength } ?? true
+            ? BatchPipeline { batch in try Self.hashAndWrite(batch, hasher: hasher, file: file) } : nil
+        defer { pipeline?.close() }
         do {
             onProgress(DownloadProgress(receivedBytes: received, totalBytes: expectedTotal))
             for try await buffer in response.body {
@@ -163,7 +167,11 @@ public struct FileDownloader: Sendable {
                 batch.append(buffer)
                 batchBytes += buffer.readableBytes
                 if batchBytes >= Self.batchBytes {
-                    try Self.hashAndWrite(batch, hasher: hasher, file: file)
+                    if let pipeline {
+                        try await pipeline.submit(batch)
+                    } else {
+                        try Self.hashAndWrite(batch, hasher: hasher, file: file)
+                    }
                     batch.removeAll(keepingCapacity: true)
                     batchBytes = 0
                     if resumable, !recordSaved, let record, received - offset >= Self.recordAfterBytes {
@@ -173,6 +181,7 @@ public struct FileDownloader: Sendable {
                 }
                 onProgress(DownloadProgress(receivedBytes: received, totalBytes: expectedTotal))
             }
+            try await pipeline?.drain()
             try Self.hashAndWrite(batch, hasher: hasher, file: file)
             batch.removeAll()
             try Task.checkCancellation()
@@ -184,8 +193,13 @@ public struct FileDownloader: Sendable {
             try file.syncAndClose()
         } catch {
             let failure = DownloadError.classifying(error, url: finalURL)
-            // What already arrived is kept on disk, so a resume starts after it.
-            let flushed = (try? Self.hashAndWrite(batch, hasher: hasher, file: file)) != nil
+            // What already arrived is kept on disk, so a resume starts after it (in order: the
+            // batch in the pipeline first).
+            var flushed = true
+            if let pipeline {
+                do { try await pipeline.drain() } catch { flushed = false }
+            }
+            flushed = flushed && (try? Self.hashAndWrite(batch, hasher: hasher, file: file)) != nil
             file.close()
             let keep = resumable && flushed && (failure.isRetryable || failure.kind == .cancelled) && failure.kind != .bodyTooLong
             if keep, !recordSaved, let record, (try? record.save(for: destination)) != nil {
@@ -218,6 +232,9 @@ public struct FileDownloader: Sendable {
     /// Bytes gathered before they are hashed and written; big enough that hashing and writing
     /// can run on two cores at once.
     static let batchBytes = 1 << 20
+    /// The smallest body that is hashed and written on a thread of its own while it arrives;
+    /// smaller ones are not worth the thread.
+    static let pipelineMinimumLength: Int64 = 4 << 20
     /// The smallest announced body for which block CRC-32s are computed: below it, reading the
     /// file again costs less than the bookkeeping saves.
     public static let blockCRC32MinimumLength: Int64 = 8 << 20
