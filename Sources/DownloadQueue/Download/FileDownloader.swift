@@ -154,6 +154,9 @@ public struct FileDownloader: Sendable {
         let pipeline = expectedTotal.map { $0 - offset >= Self.pipelineMinimumLength } ?? true
             ? BatchPipeline { batch in try Self.hashAndWrite(batch, hasher: hasher, file: file) } : nil
         defer { pipeline?.close() }
+        // With a batch in the pipeline and the next one filling, half-size batches keep the
+        // memory held per download what it is without the pipeline.
+        let batchLimit = pipeline == nil ? Self.batchBytes : Self.batchBytes / 2
         do {
             onProgress(DownloadProgress(receivedBytes: received, totalBytes: expectedTotal))
             for try await buffer in response.body {
@@ -166,7 +169,7 @@ public struct FileDownloader: Sendable {
                 }
                 batch.append(buffer)
                 batchBytes += buffer.readableBytes
-                if batchBytes >= Self.batchBytes {
+                if batchBytes >= batchLimit {
                     if let pipeline {
                         try await pipeline.submit(batch)
                     } else {
