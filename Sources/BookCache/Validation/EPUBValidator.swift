@@ -49,8 +49,12 @@ struct EPUBValidator {
 
         var names = Set<String>()
         var totalDeclared: Int64 = 0
+        // Each entry is described once (libzip converts its DOS time with mktime every time).
+        var entries: [Entry] = []
+        entries.reserveCapacity(Int(count))
         for index in 0..<UInt64(count) {
             let entry = try stat(archive, index)
+            entries.append(entry)
             try checkName(entry.name)
             guard names.insert(entry.name).inserted else {
                 throw ValidationFailure("the entry name '\(entry.name)' appears twice")
@@ -66,13 +70,13 @@ struct EPUBValidator {
             }
         }
 
-        try checkMimetype(archive)
-        let confirmed = blockCRC32.map { storedEntriesConfirmed(by: $0, path: path, archive: archive, count: count) } ?? []
+        try checkMimetype(archive, first: entries[0])
+        let confirmed = blockCRC32.map { storedEntriesConfirmed(by: $0, path: path, entries: entries) } ?? []
         var containerXML: [UInt8] = []
         var found = false
         var work: [(index: UInt64, entry: Entry)] = []
-        for index in 0..<UInt64(count) {
-            let entry = try stat(archive, index)
+        for (position, entry) in entries.enumerated() {
+            let index = UInt64(position)
             if entry.name == Self.containerPath {
                 found = true
                 guard entry.size <= Int64(limits.maxContainerXMLBytes) else {
@@ -155,17 +159,21 @@ struct EPUBValidator {
         var openError: Int32 = 0
         guard let archive = zip_open(path, ZIP_CHECKCONS | ZIP_RDONLY, &openError) else { return [] }
         defer { zip_discard(archive) }
-        return storedEntriesConfirmed(by: blocks, path: path, archive: archive, count: zip_get_num_entries(archive, 0))
+        var entries: [Entry] = []
+        for index in 0..<UInt64(max(0, zip_get_num_entries(archive, 0))) {
+            guard let entry = try? stat(archive, index) else { return [] }
+            entries.append(entry)
+        }
+        return storedEntriesConfirmed(by: blocks, path: path, entries: entries)
     }
 
     /// The large stored entries whose CRC-32, computed from `blocks` and the file's bytes at the
     /// entry's data offset, equals the one libzip read from the central directory: reading them
     /// through libzip again would check exactly that, so they need not be.
-    private func storedEntriesConfirmed(by blocks: BlockCRC32, path: String, archive: OpaquePointer, count: Int64) -> Set<UInt64> {
+    private func storedEntriesConfirmed(by blocks: BlockCRC32, path: String, entries: [Entry]) -> Set<UInt64> {
         var candidates: [(UInt64, Entry)] = []
-        for index in 0..<UInt64(count) {
-            // An entry libzip cannot describe is reported by the full read-through; no shortcut here.
-            guard let entry = try? stat(archive, index) else { return [] }
+        for (position, entry) in entries.enumerated() {
+            let index = UInt64(position)
             if entry.method == ZIP_CM_STORE, entry.compressedSize >= Self.blockCheckMinimumBytes, entry.compressedSize == entry.size,
                 entry.crc32 != nil
             {
@@ -177,7 +185,7 @@ struct EPUBValidator {
         guard fd >= 0 else { return [] }
         defer { close(fd) }
         guard let directory = ZIPDirectory(fd: fd, maxEntries: limits.maxEntries), directory.fileSize == blocks.length,
-            directory.entries.count == Int(count)
+            directory.entries.count == entries.count
         else { return [] }
         var confirmed: Set<UInt64> = []
         for (index, entry) in candidates {
@@ -233,8 +241,7 @@ struct EPUBValidator {
         }
     }
 
-    private func checkMimetype(_ archive: OpaquePointer) throws(ValidationFailure) {
-        let first = try stat(archive, 0)
+    private func checkMimetype(_ archive: OpaquePointer, first: Entry) throws(ValidationFailure) {
         guard first.name == "mimetype" else {
             throw ValidationFailure("the first entry is '\(first.name)', not 'mimetype'")
         }
