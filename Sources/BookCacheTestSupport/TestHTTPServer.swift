@@ -39,6 +39,8 @@ public final class TestHTTPServer: Sendable {
         case trailingJunk(extra: Int)
         /// Send the head and a few bytes, then nothing more (the connection stays open).
         case stall
+        /// Send the head and this many body bytes, then nothing more (the connection stays open).
+        case stallAfter(bytes: Int)
         /// Redirect (302) to this location.
         case redirect(to: String)
     }
@@ -167,8 +169,8 @@ public final class TestHTTPServer: Sendable {
         var dropAfter: Int?
         /// Write the body as raw bytes after the head, whatever Content-Length says.
         var rawLength = false
-        /// Send the head and a little of the body, then nothing.
-        var stall = false
+        /// Send the head and this many bytes of the body, then nothing.
+        var stallAfter: Int?
     }
 
     /// Holds every request to `path` until ``releaseHeld()``.
@@ -279,7 +281,11 @@ public final class TestHTTPServer: Sendable {
             return reply
         case .stall:
             guard var reply = fileReply(path: path, requestHeaders: headers, honourRange: false) else { return Self.statusReply(404) }
-            reply.stall = true
+            reply.stallAfter = 16
+            return reply
+        case .stallAfter(let bytes):
+            guard var reply = fileReply(path: path, requestHeaders: headers, honourRange: false) else { return Self.statusReply(404) }
+            reply.stallAfter = bytes
             return reply
         case .redirect(let location):
             var reply = Self.statusReply(302)
@@ -475,9 +481,9 @@ private final class RequestHandler: ChannelInboundHandler {
         var response = HTTPResponseHead(version: request.version, status: reply.status, headers: reply.headers)
         if !request.isKeepAlive { response.headers.replaceOrAdd(name: "Connection", value: "close") }
         context.write(wrapOutboundOut(.head(response)), promise: nil)
-        if reply.stall {
-            var buffer = context.channel.allocator.buffer(capacity: 16)
-            buffer.writeBytes(reply.body.prefix(16))
+        if let stallAfter = reply.stallAfter {
+            var buffer = context.channel.allocator.buffer(capacity: stallAfter)
+            buffer.writeBytes(reply.body.prefix(stallAfter))
             context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil)
             return
         }
