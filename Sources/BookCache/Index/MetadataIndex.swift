@@ -163,25 +163,18 @@ final class SnapshotRecords: Sendable {
         let entries = Array(ranges)
         // Large indexes are decoded on every core: each lane takes a slice of the records.
         let lanes = entries.count > 2000 ? min(Lanes.available, 8) : 1
-        let results = (0..<lanes).map { _ in LaneResult() }
         let per = (entries.count + lanes - 1) / max(lanes, 1)
-        Lanes.run(lanes) { lane in
+        let all = Lanes.map(lanes) { lane in
             var part: [(key: String, record: CachedBookMetadata)] = []
             part.reserveCapacity(per)
             for position in (lane * per)..<min(entries.count, (lane + 1) * per) {
                 let (key, range) = entries[position]
                 if let record = known[key] ?? self.decode(range) { part.append((key, record)) }
             }
-            results[lane].records = part
-        }
-        let all = results.flatMap(\.records)
+            return part
+        }.flatMap { $0 }
         decodedAll.withLock { $0 = all }
         return all
-    }
-
-    /// One lane's decoded records, read after every lane has finished.
-    private final class LaneResult: @unchecked Sendable {
-        var records: [(key: String, record: CachedBookMetadata)] = []
     }
 
     /// Decodes one record: the direct scanner first (several times faster than `JSONDecoder`

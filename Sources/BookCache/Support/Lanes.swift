@@ -28,4 +28,33 @@ enum Lanes {
         body(0)
         for _ in 1..<count { done.wait() }
     }
+
+    /// Calls `body(lane)` for each lane in `0..<count`, concurrently, and returns the results in
+    /// lane order.
+    static func map<T: Sendable>(_ count: Int, _ body: @escaping @Sendable (Int) -> T) -> [T] {
+        let slots = Slots<T>(count: count)
+        run(count) { lane in slots.store(body(lane), at: lane) }
+        return slots.values
+    }
+
+    /// One slot per lane, each written by its own lane only, read after all have finished.
+    private final class Slots<T>: @unchecked Sendable {
+        private let buffer: UnsafeMutableBufferPointer<T?>
+
+        init(count: Int) {
+            buffer = .allocate(capacity: count)
+            buffer.initialize(repeating: nil)
+        }
+
+        deinit {
+            buffer.deinitialize()
+            buffer.deallocate()
+        }
+
+        func store(_ value: T, at lane: Int) {
+            buffer[lane] = value
+        }
+
+        var values: [T] { buffer.map { $0! } }
+    }
 }

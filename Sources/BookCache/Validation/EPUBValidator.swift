@@ -122,33 +122,27 @@ struct EPUBValidator {
             load[lane] += item.entry.compressedSize
         }
         let plan = assigned.map { $0.sorted { $0.index < $1.index } }
-        let failures = (0..<lanes).map { _ in LaneFailure() }
         let validator = self
-        Lanes.run(lanes) { lane in
+        // Each lane answers with the first damage it found, if any.
+        let failures = Lanes.map(lanes) { lane -> (index: UInt64, failure: ValidationFailure)? in
             // libzip handles are not shared between threads: each lane opens its own.
             var openError: Int32 = 0
             guard let handle = zip_open(path, ZIP_RDONLY, &openError) else {
-                failures[lane].first = (0, ValidationFailure("the archive cannot be opened again (\(Self.describe(code: openError)))"))
-                return
+                return (0, ValidationFailure("the archive cannot be opened again (\(Self.describe(code: openError)))"))
             }
             defer { zip_discard(handle) }
             for (index, entry) in plan[lane] {
                 do throws(ValidationFailure) {
                     _ = try validator.readThrough(handle, index, name: entry.name, keep: false)
                 } catch {
-                    failures[lane].first = (index, error)
-                    return
+                    return (index, error)
                 }
             }
+            return nil
         }
-        if let first = failures.compactMap(\.first).min(by: { $0.index < $1.index }) {
+        if let first = failures.compactMap({ $0 }).min(by: { $0.index < $1.index }) {
             throw first.failure
         }
-    }
-
-    /// The first damage one lane found, read after every lane has finished.
-    private final class LaneFailure: @unchecked Sendable {
-        var first: (index: UInt64, failure: ValidationFailure)?
     }
 
     /// Stored entries this large are checked from block CRC-32s when those are at hand.
