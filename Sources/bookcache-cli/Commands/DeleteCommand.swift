@@ -10,16 +10,10 @@ struct DeleteCommand: AsyncParsableCommand {
 
     @OptionGroup var global: GlobalOptions
 
-    @Argument(help: ArgumentHelp("Book ids, such as ebook-123.", valueName: "id"))
-    var ids: [String]
-
-    func validate() throws {
-        guard !ids.isEmpty else { throw ValidationError("Give at least one book id, such as ebook-123.") }
-        for id in ids { _ = try parseID(id) }
-    }
+    @OptionGroup var books: BookIDArguments
 
     func run() async throws {
-        let bookIDs = try ids.map(parseID)
+        let bookIDs = try books.bookIDs()
         let manager = try global.makeManager()
         var missing = 0
         for id in bookIDs {

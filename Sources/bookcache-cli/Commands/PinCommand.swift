@@ -6,15 +6,10 @@ struct PinCommand: AsyncParsableCommand {
         commandName: "pin", abstract: "Pin books so they are never evicted automatically.")
 
     @OptionGroup var global: GlobalOptions
-    @Argument(help: ArgumentHelp("Book ids, such as ebook-123.", valueName: "id")) var ids: [String]
-
-    func validate() throws {
-        guard !ids.isEmpty else { throw ValidationError("Give at least one book id, such as ebook-123.") }
-        for id in ids { _ = try parseID(id) }
-    }
+    @OptionGroup var books: BookIDArguments
 
     func run() async throws {
-        try await setPinned(true, ids: ids, options: global)
+        try await setPinned(true, ids: books.bookIDs(), options: global)
     }
 }
 
@@ -23,23 +18,17 @@ struct UnpinCommand: AsyncParsableCommand {
         commandName: "unpin", abstract: "Unpin books, so the budget may evict them again.")
 
     @OptionGroup var global: GlobalOptions
-    @Argument(help: ArgumentHelp("Book ids, such as ebook-123.", valueName: "id")) var ids: [String]
-
-    func validate() throws {
-        guard !ids.isEmpty else { throw ValidationError("Give at least one book id, such as ebook-123.") }
-        for id in ids { _ = try parseID(id) }
-    }
+    @OptionGroup var books: BookIDArguments
 
     func run() async throws {
-        try await setPinned(false, ids: ids, options: global)
+        try await setPinned(false, ids: books.bookIDs(), options: global)
     }
 }
 
-private func setPinned(_ pinned: Bool, ids: [String], options: GlobalOptions) async throws {
+private func setPinned(_ pinned: Bool, ids: [BookID], options: GlobalOptions) async throws {
     let manager = try options.makeManager()
     var failures = 0
-    for text in ids {
-        let id = try parseID(text)
+    for id in ids {
         do {
             if pinned { try await manager.pin(id) } else { try await manager.unpin(id) }
             Terminal.write("\(pinned ? "pinned" : "unpinned") \(id)")
