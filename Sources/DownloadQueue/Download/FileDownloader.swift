@@ -150,9 +150,10 @@ public struct FileDownloader: Sendable {
         }
         var batch: [ByteBuffer] = []
         var batchBytes = 0
-        // A large body is hashed and written on another thread while the next batch arrives.
-        let pipeline = expectedTotal.map { $0 - offset >= Self.pipelineMinimumLength } ?? true
-            ? BatchPipeline { batch in try Self.hashAndWrite(batch, hasher: hasher, file: file) } : nil
+        // A large body (or one of unknown length) is hashed and written on another thread while
+        // the next batch arrives.
+        let large = expectedTotal.map { $0 - offset >= Self.pipelineMinimumLength } ?? true
+        let pipeline = large ? BatchPipeline { batch in try Self.hashAndWrite(batch, hasher: hasher, file: file) } : nil
         defer { pipeline?.close() }
         // With a batch in the pipeline and the next one filling, half-size batches keep the
         // memory held per download what it is without the pipeline.
