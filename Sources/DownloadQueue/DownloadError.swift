@@ -53,6 +53,10 @@ public struct DownloadError: Error, Sendable, CustomStringConvertible {
     public var detail: String?
     /// How many attempts were made before giving up (1 when there was no retry).
     public var attempts: Int = 1
+    /// The size of the partial file kept for the next attempt to resume from (0 when nothing
+    /// was kept). An attempt that leaves more than any before it made progress, and does not use
+    /// up a retry (see ``RetryStateMachine``).
+    public var keptBytes: Int64 = 0
 
     /// Creates an error.
     /// - Parameters:
@@ -128,12 +132,11 @@ public struct DownloadError: Error, Sendable, CustomStringConvertible {
         default:
             text = "the download of \(url) failed"
         }
+        // The cause is said in `detail`, in plain words; `underlying` keeps the library's error
+        // for callers who want it, but its text is not shown.
         if let detail { text += ": \(detail)" }
-        if let underlying, kind != .cancelled, detail == nil {
-            text += " (\(underlying))"
-        }
         if attempts > 1 {
-            text += " (gave up after \(attempts) attempts)"
+            text += "; gave up after \(attempts) attempts"
         }
         return text
     }

@@ -60,7 +60,53 @@ struct RetryPolicyTests {
         let huge = DownloadError(kind: .httpStatus, url: url, statusCode: 429, retryAfter: .seconds(86_400))
         #expect(machine.next(after: huge, random: 0) == .retry(after: .seconds(60), holdHost: true))
         // Retry-After on a 500 is not honoured
+        var fresh = RetryStateMachine(policy: RetryPolicy(retries: 3, maxRetryAfter: .seconds(60)))
+        fresh.attemptStarted()
         let other = DownloadError(kind: .httpStatus, url: url, statusCode: 500, retryAfter: .seconds(7))
-        #expect(machine.next(after: other, random: 0) == .retry(after: .milliseconds(500), holdHost: false))
+        #expect(fresh.next(after: other, random: 0) == .retry(after: .milliseconds(500), holdHost: false))
+    }
+
+    func cut(keeping bytes: Int64) -> DownloadError {
+        var error = DownloadError(kind: .bodyCutShort, url: url)
+        error.keptBytes = bytes
+        return error
+    }
+
+    @Test("an attempt that adds bytes uses no retry and restarts the backoff; one that adds nothing counts")
+    func progressResetsTheBudget() {
+        var machine = RetryStateMachine(policy: RetryPolicy(retries: 2))
+        // Given: two attempts without progress have used the budget up to its last retry.
+        machine.attemptStarted()
+        #expect(machine.next(after: cut(keeping: 0), random: 0) == .retry(after: .milliseconds(500), holdHost: false))
+        machine.attemptStarted()
+        #expect(machine.next(after: cut(keeping: 0), random: 0) == .retry(after: .seconds(1), holdHost: false))
+        // When: attempts keep adding bytes, they go on, each after the first delay.
+        for kept in [100, 200, 300, 400, 500] as [Int64] {
+            machine.attemptStarted()
+            #expect(machine.next(after: cut(keeping: kept), random: 0) == .retry(after: .milliseconds(500), holdHost: false))
+            #expect(machine.attemptsWithoutProgress == 0)
+        }
+        // Then: a server that starts over (200 instead of 206) keeps no more than before: no progress.
+        machine.attemptStarted()
+        #expect(machine.next(after: cut(keeping: 300), random: 0) == .retry(after: .milliseconds(500), holdHost: false))
+        machine.attemptStarted()
+        #expect(machine.next(after: cut(keeping: 500), random: 0) == .retry(after: .seconds(1), holdHost: false))
+        machine.attemptStarted()
+        #expect(machine.next(after: cut(keeping: 0), random: 0) == .fail)
+        #expect(machine.attempts == 10)
+    }
+
+    @Test("no retries means none, even after progress")
+    func noRetriesMeansNone() {
+        var machine = RetryStateMachine(policy: .none)
+        machine.attemptStarted()
+        #expect(machine.next(after: cut(keeping: 1000), random: 0) == .fail)
+    }
+
+    @Test("errors read in plain words: no library internals, balanced parentheses")
+    func plainWords() {
+        var error = DownloadError(kind: .bodyCutShort, url: URL(string: "http://u:p@127.0.0.1/a.epub")!, detail: "the connection was reset")
+        error.attempts = 4
+        #expect(error.description == "the download of http://***@127.0.0.1/a.epub was cut short: the connection was reset; gave up after 4 attempts")
     }
 }

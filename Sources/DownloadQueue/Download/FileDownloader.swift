@@ -196,7 +196,7 @@ public struct FileDownloader: Sendable {
             }
             try file.syncAndClose()
         } catch {
-            let failure = DownloadError.classifying(error, url: finalURL)
+            var failure = DownloadError.classifying(error, url: finalURL)
             // What already arrived is kept on disk, so a resume starts after it (in order: the
             // batch in the pipeline first).
             var flushed = true
@@ -211,6 +211,7 @@ public struct FileDownloader: Sendable {
             }
             if keep && recordSaved {
                 logger.debug("keeping the partial file for resume", metadata: ["bytes": "\(received)", "path": "\(destination)"])
+                failure.keptBytes = received
             } else {
                 Self.discard(destination)
             }

@@ -202,7 +202,7 @@ public actor DownloadQueue {
                 return file
             case .failure(var error):
                 error.attempts = retries.attempts
-                let action = Task.isCancelled ? .fail : retries.next(after: error, random: random())
+                let action: RetryStateMachine.Action = Task.isCancelled ? .fail : retries.next(after: error, random: random())
                 guard case .retry(let delay, let holdHost) = action else {
                     releaseSlot()
                     if Task.isCancelled && error.kind != .cancelled {

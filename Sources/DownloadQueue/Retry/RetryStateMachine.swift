@@ -14,6 +14,11 @@ public struct RetryStateMachine: Sendable {
     public let policy: RetryPolicy
     /// Attempts made so far.
     public private(set) var attempts = 0
+    /// Failed attempts in a row that added nothing to the partial file; ``RetryPolicy/retries``
+    /// bounds this count, not ``attempts``.
+    public private(set) var attemptsWithoutProgress = 0
+    /// The most bytes any failed attempt left for the next to resume from.
+    private var keptHighWater: Int64 = 0
 
     /// Creates the bookkeeping for a new job.
     public init(policy: RetryPolicy) {
@@ -26,13 +31,26 @@ public struct RetryStateMachine: Sendable {
     }
 
     /// Decides what follows a failed attempt.
+    ///
+    /// An attempt that left a longer partial file than any before it (``DownloadError/keptBytes``)
+    /// made progress: it does not use up a retry, and the backoff starts again from the first
+    /// delay. So ``RetryPolicy/retries`` bounds the attempts in a row that brought nothing — a
+    /// connection reset every 30 MB still finishes a 200 MB book, as with curl's
+    /// `--retry-all-errors`, wget and aria2. The file's size bounds the attempts with progress.
+    /// A policy with no retries never retries.
     /// - Parameters:
     ///   - error: Why the attempt failed.
     ///   - random: A number in `0..<1` for the jitter.
-    public func next(after error: DownloadError, random: Double) -> Action {
-        guard error.isRetryable, attempts <= policy.retries else { return .fail }
+    public mutating func next(after error: DownloadError, random: Double) -> Action {
+        if error.keptBytes > keptHighWater {
+            keptHighWater = error.keptBytes
+            attemptsWithoutProgress = 0
+        } else {
+            attemptsWithoutProgress += 1
+        }
+        guard error.isRetryable, policy.retries > 0, attemptsWithoutProgress <= policy.retries else { return .fail }
         if error.kind == .connectionFailed && !policy.retriesConnectionFailures { return .fail }
-        var delay = policy.backoff(beforeRetry: attempts, random: random)
+        var delay = policy.backoff(beforeRetry: max(1, attemptsWithoutProgress), random: random)
         var holdHost = false
         if let retryAfter = error.retryAfter, let status = error.statusCode, status == 429 || status == 503 {
             let honoured = policy.honoured(retryAfter)

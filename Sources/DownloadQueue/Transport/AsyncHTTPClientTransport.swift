@@ -140,6 +140,14 @@ private struct TranslatingBody: AsyncSequence, Sendable {
     }
 }
 
+extension HTTPClientError {
+    /// The error's name without the type, such as `remoteConnectionClosed`.
+    fileprivate var shortDescription: String {
+        let text = "\(self)"
+        return text.hasPrefix("HTTPClientError.") ? String(text.dropFirst("HTTPClientError.".count)) : text
+    }
+}
+
 extension DownloadError {
     /// Sorts an error from the HTTP stack into connection failures, timeouts and other
     /// transport failures.
@@ -161,7 +169,7 @@ extension DownloadError {
             case .remoteConnectionClosed:
                 return DownloadError(kind: .bodyCutShort, url: url, underlying: error, detail: "the server closed the connection")
             default:
-                return DownloadError(kind: .transport, url: url, underlying: error)
+                return DownloadError(kind: .transport, url: url, underlying: error, detail: "the HTTP exchange failed (\(error.shortDescription))")
             }
         }
         if let error = error as? NIOConnectionError {
@@ -181,9 +189,15 @@ extension DownloadError {
             return DownloadError(
                 kind: .connectionFailed, url: url, underlying: error, detail: String(cString: strerror(ioError.errnoCode)).lowercased())
         }
+        if let ioError = error as? IOError, [ECONNRESET, EPIPE, ECONNABORTED].contains(ioError.errnoCode) {
+            return DownloadError(kind: .bodyCutShort, url: url, underlying: error, detail: "the connection was reset")
+        }
+        if let ioError = error as? IOError {
+            return DownloadError(kind: .transport, url: url, underlying: error, detail: String(cString: strerror(ioError.errnoCode)).lowercased())
+        }
         if error is HTTPParserError {
             return DownloadError(kind: .bodyCutShort, url: url, underlying: error, detail: "the response ended early or was malformed")
         }
-        return DownloadError(kind: .transport, url: url, underlying: error)
+        return DownloadError(kind: .transport, url: url, underlying: error, detail: "\(error)")
     }
 }
