@@ -40,6 +40,8 @@ public struct BookCacheError: Error, Sendable, CustomStringConvertible {
         public static let notCached = Kind("notCached")
         /// The download was cancelled.
         public static let cancelled = Kind("cancelled")
+        /// The id derived from a URL names a book cached from another URL; give an id of your own.
+        public static let identifierInUse = Kind("identifierInUse")
     }
 
     /// The category.
@@ -62,6 +64,9 @@ public struct BookCacheError: Error, Sendable, CustomStringConvertible {
     public var actualChecksum: String?
     /// The cause underneath, such as a ``DownloadError``.
     public var underlying: (any Error)?
+    /// Books evicted for free space on the disk before this download failed. The budget never
+    /// evicts for a download that fails; only a disk too full for the body does.
+    public var evicted: [EvictedBook] = []
 
     init(_ kind: Kind, _ message: String) {
         self.kind = kind
@@ -107,12 +112,23 @@ public struct BookCacheError: Error, Sendable, CustomStringConvertible {
         return error
     }
 
-    static func insufficientStorage(needed: Int64, available: Int64, path: String) -> BookCacheError {
+    static func insufficientStorage(bookBytes: Int64, reserve: Int64, available: Int64, path: String) -> BookCacheError {
+        let (needed, overflow) = bookBytes.addingReportingOverflow(reserve)
+        var need = "\(ByteFormat.string(bookBytes)) for the book"
+        if reserve > 0 { need += " + \(ByteFormat.string(reserve)) reserve (--reserve, config set reserve)" }
         var error = BookCacheError(
             .insufficientStorage,
-            "insufficient storage: need \(ByteFormat.string(needed)), \(ByteFormat.string(available)) available at \(path); free some space or delete cached books")
-        error.neededBytes = needed
+            "insufficient storage: \(need); \(ByteFormat.string(available)) free at \(path); free some space, delete cached books\(reserve > 0 ? ", or lower the reserve" : "")")
+        error.neededBytes = overflow ? .max : needed
         error.availableBytes = available
+        return error
+    }
+
+    static func identifierInUse(_ id: BookID, cachedFrom other: String, wanted url: URL) -> BookCacheError {
+        var error = BookCacheError(
+            .identifierInUse,
+            "\(id) is already cached from another URL (\(URL(string: other).map(URLRedaction.redacted) ?? other)), so \(URLRedaction.redacted(url)) is a different book; give it an id of its own with --id (or the manifest's \"id\")")
+        error.bookID = id.description
         return error
     }
 

@@ -10,8 +10,13 @@ struct BudgetCLITests {
         try await withServerAndDirectory(files: files) { server, dir in try await body(server, dir.path("cache").path, dir) }
     }
 
-    func bookcache(_ arguments: [String], _ cache: String) async throws -> ProcessResult {
-        try await ProcessRunner.run("bookcache", arguments + ["--cache-dir", cache], environment: ["BOOKCACHE_RESERVE": "0"])
+    func bookcache(_ arguments: [String], _ cache: String, stdin: Data? = nil) async throws -> ProcessResult {
+        try await ProcessRunner.run("bookcache", arguments + ["--cache-dir", cache], environment: ["BOOKCACHE_RESERVE": "0"], stdin: stdin)
+    }
+
+    /// A manifest naming `b\(i).epub` as book `b\(i)` for each `i`.
+    func manifest(_ server: TestHTTPServer, _ range: some Sequence<Int>) -> Data {
+        Data(range.map { "{\"url\": \"\(server.baseURL)/b\($0).epub\", \"id\": \"b\($0)\"}\n" }.joined().utf8)
     }
 
     @Test("config set, get, list, unset; bad keys and values are refused")
@@ -35,10 +40,9 @@ struct BudgetCLITests {
     @Test("a batch under a budget ends within it, least recently used evicted; pinned books stay")
     func batchUnderBudget() async throws {
         try await serving { server, cache, _ in
-            let first = try await bookcache(["download", "\(server.baseURL)/b0.epub", "--pin"], cache)
+            let first = try await bookcache(["download", "\(server.baseURL)/b0.epub", "--id", "b0", "--pin"], cache)
             #expect(first.status == 0, "\(first.stderr)")
-            let urls = (1..<6).map { "\(server.baseURL)/b\($0).epub" }
-            let batch = try await bookcache(["download"] + urls + ["--max-size", "5KiB", "--concurrency", "1"], cache)
+            let batch = try await bookcache(["download", "--from", "-", "--max-size", "5KiB", "--concurrency", "1"], cache, stdin: manifest(server, 1..<6))
             #expect(batch.status == 0, "\(batch.stderr)")
             let list = try await bookcache(["list", "--json"], cache)
             let records = try JSONSerialization.jsonObject(with: Data(list.stdout.utf8)) as? [[String: Any]] ?? []
@@ -54,7 +58,7 @@ struct BudgetCLITests {
     @Test("pin, unpin and prune with a dry run, a count and JSON")
     func pinAndPrune() async throws {
         try await serving { server, cache, _ in
-            for i in 0..<3 { _ = try await bookcache(["download", "\(server.baseURL)/b\(i).epub"], cache) }
+            _ = try await bookcache(["download", "--from", "-", "--concurrency", "1"], cache, stdin: manifest(server, 0..<3))
             #expect(try await bookcache(["pin", "ebook-b0"], cache).stdout == "pinned ebook-b0\n")
             let missing = try await bookcache(["pin", "ebook-nope"], cache)
             #expect(missing.status == 1)
@@ -79,7 +83,7 @@ struct BudgetCLITests {
     @Test("verify reports a flipped byte, a deleted file and a stray; exit 1; --repair fixes; --redownload restores")
     func verify() async throws {
         try await serving { server, cache, _ in
-            for i in 0..<3 { _ = try await bookcache(["download", "\(server.baseURL)/b\(i).epub"], cache) }
+            _ = try await bookcache(["download", "--from", "-", "--concurrency", "1"], cache, stdin: manifest(server, 0..<3))
             let clean = try await bookcache(["verify"], cache)
             #expect(clean.status == 0)
             #expect(clean.stdout.contains("3 books checked, 0 problems"))

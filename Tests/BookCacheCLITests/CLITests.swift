@@ -17,7 +17,7 @@ struct CLITests {
     func roundTrip() async throws {
         try await serving { server, cache in
             // When two books are downloaded
-            let first = try await bookcache(["download", "\(server.baseURL)/alice.epub", "--cache-dir", cache, "--title", "Alice"])
+            let first = try await bookcache(["download", "\(server.baseURL)/alice.epub", "--id", "alice", "--cache-dir", cache, "--title", "Alice"])
             #expect(first.status == 0, "\(first.stderr)")
             #expect(first.stdout.contains("cached ebook-alice"))
             #expect(first.stderr.isEmpty, "no progress noise when not on a terminal: \(first.stderr)")
@@ -25,7 +25,7 @@ struct CLITests {
             #expect(second.status == 0, "\(second.stderr)")
 
             // Then a second download of the same book does nothing
-            let again = try await bookcache(["download", "\(server.baseURL)/alice.epub", "--cache-dir", cache])
+            let again = try await bookcache(["download", "\(server.baseURL)/alice.epub", "--id", "alice", "--cache-dir", cache])
             #expect(again.status == 0)
             #expect(again.stdout.contains("already cached"))
             #expect(server.requestCount(for: "/alice.epub") == 1)
@@ -141,8 +141,8 @@ struct CLITests {
     @Test("clear needs --yes without a terminal, and then empties the cache")
     func clear() async throws {
         try await serving { server, cache in
-            _ = try await bookcache(["download", "\(server.baseURL)/alice.epub", "--cache-dir", cache])
-            _ = try await bookcache(["download", "\(server.baseURL)/pride.epub", "--cache-dir", cache])
+            _ = try await bookcache(["download", "\(server.baseURL)/alice.epub", "--id", "alice", "--cache-dir", cache])
+            _ = try await bookcache(["download", "\(server.baseURL)/pride.epub", "--id", "pride", "--cache-dir", cache])
             let refused = try await bookcache(["clear", "--cache-dir", cache])
             #expect(refused.status == 1)
             #expect(refused.stderr.contains("--yes"))
@@ -157,7 +157,7 @@ struct CLITests {
     @Test("the cache directory comes from BOOKCACHE_DIR when --cache-dir is absent")
     func environmentDirectory() async throws {
         try await serving { server, cache in
-            let result = try await ProcessRunner.run("bookcache", ["download", "\(server.baseURL)/pride.epub"], environment: ["BOOKCACHE_DIR": cache])
+            let result = try await ProcessRunner.run("bookcache", ["download", "\(server.baseURL)/pride.epub", "--id", "pride"], environment: ["BOOKCACHE_DIR": cache])
             #expect(result.status == 0, "\(result.stderr)")
             #expect(FileManager.default.fileExists(atPath: cache + "/ebooks/pride.epub"))
         }

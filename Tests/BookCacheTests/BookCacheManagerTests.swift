@@ -434,14 +434,19 @@ struct BookCacheManagerResumeTests {
 /// Collects event kinds from any task.
 final class EventLog: Sendable {
     private let storage = Mutex<[String]>([])
+    private let delays = Mutex<[Duration]>([])
     var kinds: [String] { storage.withLock { $0 } }
+    /// The delay of each `retrying` event, in order.
+    var retryDelays: [Duration] { delays.withLock { $0 } }
     func append(_ event: DownloadEvent) {
         let kind: String
         switch event {
         case .queued: kind = "queued"
         case .started: kind = "started"
         case .progress: kind = "progress"
-        case .retrying: kind = "retrying"
+        case .retrying(_, _, let delay, _):
+            kind = "retrying"
+            delays.withLock { $0.append(delay) }
         case .finished: kind = "finished"
         }
         storage.withLock { $0.append(kind) }

@@ -139,7 +139,7 @@ struct SyncTests {
     }
 
     func manifest(_ server: TestHTTPServer, _ range: some Sequence<Int>) -> SyncSource {
-        let text = range.map { "\(server.baseURL)/b\($0).epub" }.joined(separator: "\n")
+        let text = range.map { "{\"url\": \"\(server.baseURL)/b\($0).epub\", \"id\": \"b\($0)\"}" }.joined(separator: "\n")
         return .data(Data(text.utf8), name: "feed")
     }
 
@@ -225,7 +225,9 @@ struct SyncTests {
             #expect(report.summary == "2 of 3 synced, 0 already cached, 1 failed, 0 removed")
             let books = try await manager.allBooks()
             #expect(books.map(\.title) == ["Zero", "One"])
-            #expect(books.first?.coverPath == "ebooks/b0.cover.png")
+            // Ids come from the entries' <id>s: urn:b0 is made safe and given a hash.
+            #expect(books.first?.id.hasPrefix("ebook-b0-") == true)
+            #expect(books.first.map { $0.coverPath == "ebooks/\($0.bookId).cover.png" } == true)
         }
     }
 
@@ -241,7 +243,7 @@ struct SyncTests {
                 """
             let report = try await makeManager(dir).sync(.data(Data(feed.utf8), name: "opds2"), keep: 2)
             #expect(report.format == "OPDS 2.0")
-            #expect(report.items.map(\.id) == ["ebook-b2", "ebook-b0"])
+            #expect(report.items.map { $0.id?.prefix("ebook-b2-".count) } == ["ebook-b2-", "ebook-b0-"])
             #expect(report.summary == "2 of 2 synced, 0 already cached, 0 failed, 0 removed")
         }
     }

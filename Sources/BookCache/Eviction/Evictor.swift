@@ -1,8 +1,8 @@
 import Foundation
 import Logging
 
-/// Keeps the cache within its limits: makes room before a download writes, enforces the budget
-/// and count after one, and prunes on request. Every decision and removal happens under the
+/// Keeps the cache within its limits: makes room on the disk before a download writes, enforces
+/// the budget and count when a book is published, and prunes on request. Every decision and removal happens under the
 /// index lock, so two processes never evict the same book twice or race a download.
 struct Evictor: Sendable {
     let layout: CacheLayout
@@ -10,6 +10,7 @@ struct Evictor: Sendable {
     let settings: SettingsStore
     let configuration: BookCacheConfiguration
     let usage: UsageTracker
+    let observers: EvictionObservers
     let logger: Logger
 
     /// The limits in force: the configuration's overrides, else the persisted settings.
@@ -34,11 +35,17 @@ struct Evictor: Sendable {
         return BookLock.isHeld(id, in: layout)
     }
 
-    /// Before a body of `incoming` bytes is written for `id`: checks the budget and the free
-    /// space, evicting least-recently-used books when that makes it fit.
+    /// Before a body of `incoming` bytes is written for `id`: refuses a book the budget could
+    /// never hold, and makes room on the disk for the body plus the reserve.
+    ///
+    /// Books are evicted here only when the disk cannot hold the body plus the reserve, and only
+    /// as many as that needs (least recently used first). The budget (`max-size`, `keep`) is
+    /// not enforced here but when the book is published (``evictForBudget(in:keeping:limits:)``),
+    /// so a download that fails evicts nothing for it.
+    /// - Returns: The books evicted for free space, in the order they went.
     /// - Throws: ``BookCacheError`` of kind ``BookCacheError/Kind/insufficientStorage`` when it
     ///   cannot fit (pinned or busy books fill the budget, or the disk).
-    func makeRoom(for incoming: Int64, id: BookID) throws(BookCacheError) {
+    func admit(_ incoming: Int64, for id: BookID) throws(BookCacheError) -> [EvictedBook] {
         let limits = try limits()
         if let maxSize = limits.maxSize, incoming > maxSize {
             throw .overBudget(id, size: incoming, budget: maxSize)
@@ -47,23 +54,54 @@ struct Evictor: Sendable {
         let (needed, overflow) = incoming.addingReportingOverflow(limits.reserve)
         let shortfall = overflow ? Int64.max : max(0, needed - available)
         let budgetBound = limits.maxSize != nil || limits.keep != nil
-        guard budgetBound || shortfall > 0 else { return }
+        guard budgetBound || shortfall > 0 else { return [] }
         if shortfall > 0 && !configuration.evictForSpace {
-            throw .insufficientStorage(needed: overflow ? .max : needed, available: available, path: layout.root.path)
+            throw .insufficientStorage(bookBytes: incoming, reserve: limits.reserve, available: available, path: layout.root.path)
         }
-        try store.update { index throws(BookCacheError) in
+        var evicted: [EvictedBook] = []
+        let decide = { (index: inout MetadataIndex) throws(BookCacheError) in
             let others = index.books.values.filter { $0.id != id.description }
-            let plan = planSkippingLocked(
-                others, limits: .init(maxSize: limits.maxSize, keep: limits.keep, bytesToFree: shortfall),
-                incomingBytes: incoming, incomingCount: 1, protected: protected(besides: id))
-            guard plan.satisfied else {
-                if shortfall > 0 {
-                    throw .insufficientStorage(needed: needed, available: available + plan.freedBytes, path: layout.root.path)
-                }
-                throw .budgetFull(id, size: incoming, budget: limits.maxSize, keep: limits.keep)
+            let protected = protected(besides: id)
+            if budgetBound {
+                // Only a check: could the budget hold the book once it is cached?
+                let plan = planSkippingLocked(
+                    others, limits: .init(maxSize: limits.maxSize, keep: limits.keep), incomingBytes: incoming, incomingCount: 1,
+                    protected: protected)
+                guard plan.satisfied else { throw .budgetFull(id, size: incoming, budget: limits.maxSize, keep: limits.keep) }
             }
-            try remove(plan.victims, from: &index, reason: shortfall > 0 ? "free space" : "budget")
+            guard shortfall > 0 else { return }
+            let plan = planSkippingLocked(others, limits: .init(bytesToFree: shortfall), protected: protected)
+            guard plan.satisfied else {
+                var error = BookCacheError.insufficientStorage(
+                    bookBytes: incoming, reserve: limits.reserve, available: available, path: layout.root.path)
+                error.reason = "pinned or busy books hold the rest of the disk's room"
+                throw error
+            }
+            evicted = try remove(plan.victims, from: &index, reason: .freeSpace, madeRoomFor: id)
         }
+        if shortfall > 0 {
+            try store.update(decide)
+        } else {
+            var index = try store.read()
+            try decide(&index)
+        }
+        return evicted
+    }
+
+    /// Inside the index update that publishes `id`: evicts the least-recently-used books the
+    /// budget can no longer hold. Pinned and busy books stay; when they alone keep the cache
+    /// over its limits, a warning is logged and the new book stays too.
+    /// - Returns: The books evicted, in the order they went.
+    func evictForBudget(
+        in index: inout MetadataIndex, keeping id: BookID, limits: (maxSize: Int64?, keep: Int?, reserve: Int64)
+    ) throws(BookCacheError) -> [EvictedBook] {
+        guard limits.maxSize != nil || limits.keep != nil else { return [] }
+        let plan = planSkippingLocked(
+            Array(index.books.values), limits: .init(maxSize: limits.maxSize, keep: limits.keep), protected: protected(besides: id))
+        if !plan.satisfied {
+            logger.warning("the cache is over its limits; pinned or busy books keep it there", metadata: ["id": "\(id)"])
+        }
+        return try remove(plan.victims, from: &index, reason: .budget, madeRoomFor: id)
     }
 
     /// Plans eviction, then checks only the chosen books' locks (not every book's): a victim
@@ -82,26 +120,12 @@ struct Evictor: Sendable {
         }
     }
 
-    /// After `id` was added: evicts others until the budget and count hold again.
-    func enforce(after id: BookID) throws(BookCacheError) {
-        let limits = try limits()
-        guard limits.maxSize != nil || limits.keep != nil else { return }
-        try store.update { index throws(BookCacheError) in
-            let plan = planSkippingLocked(
-                Array(index.books.values), limits: .init(maxSize: limits.maxSize, keep: limits.keep), protected: protected(besides: id))
-            if !plan.satisfied {
-                logger.warning("the cache is over its limits; pinned or busy books keep it there", metadata: ["id": "\(id)"])
-            }
-            try remove(plan.victims, from: &index, reason: "budget")
-        }
-    }
-
     /// Evicts by explicit limits (for `prune`); with `dryRun`, only says what would go.
     func prune(_ limits: EvictionPlanner.Limits, dryRun: Bool) throws(BookCacheError) -> EvictionPlanner.Plan {
         var result = EvictionPlanner.Plan(victims: [], freedBytes: 0, satisfied: true)
         let body = { (index: inout MetadataIndex) throws(BookCacheError) in
             result = planSkippingLocked(Array(index.books.values), limits: limits, protected: protected(besides: nil))
-            if !dryRun { try remove(result.victims, from: &index, reason: "prune") }
+            if !dryRun { _ = try remove(result.victims, from: &index, reason: .prune) }
         }
         if dryRun {
             var index = try store.read()
@@ -112,14 +136,24 @@ struct Evictor: Sendable {
         return result
     }
 
-    /// Removes books' files, sidecars and covers, then their records. Called under the lock.
-    func remove(_ victims: [CachedBookMetadata], from index: inout MetadataIndex, reason: String) throws(BookCacheError) {
+    /// Removes books' files, sidecars and covers, then their records, and tells
+    /// ``BookCacheManager/evictions()``. Called under the lock.
+    /// - Returns: What was removed, in order.
+    @discardableResult
+    func remove(
+        _ victims: [CachedBookMetadata], from index: inout MetadataIndex, reason: EvictedBook.Reason, madeRoomFor: BookID? = nil
+    ) throws(BookCacheError) -> [EvictedBook] {
+        var evicted: [EvictedBook] = []
         for record in victims {
             let id = try record.bookID
             _ = try layout.removeBookFiles(of: id, record: record)
             index[id] = nil
-            logger.info("evicted", metadata: ["id": "\(id)", "bytes": "\(record.fileSize)", "reason": "\(reason)"])
+            logger.info("evicted", metadata: ["id": "\(id)", "bytes": "\(record.fileSize)", "reason": "\(reason.rawValue)"])
+            let book = EvictedBook(metadata: record, reason: reason, madeRoomFor: madeRoomFor?.description)
+            observers.yield(book)
+            evicted.append(book)
         }
+        return evicted
     }
 
     func freeSpace() throws(BookCacheError) -> Int64 {

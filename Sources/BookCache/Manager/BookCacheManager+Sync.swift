@@ -34,8 +34,8 @@ extension BookCacheManager {
             return SyncReport(source: source.key, format: nil, skipped: true, lastSuccess: last, wanted: 0, items: [], removed: [])
         }
         let data = try await read(source)
-        let (format, entries) = try FeedParser(defaultType: type, baseURL: source.baseURL).entries(in: data)
-        let wanted = Array(entries.prefix(max(0, keep)))
+        let (format, listed) = try FeedParser(defaultType: type, baseURL: source.baseURL).entries(in: data)
+        let wanted = Array(Self.distinctBooks(listed).prefix(max(0, keep)))
         try prepareDirectories()
 
         var items = [SyncReport.Item?](repeating: nil, count: wanted.count)
@@ -52,9 +52,13 @@ extension BookCacheManager {
                         let id = request.id
                         do throws(BookCacheError) {
                             let result = try await self.download(request, onEvent: { onEvent(id, $0) })
-                            return (position, SyncReport.Item(id: request.id.description, status: result.wasAlreadyCached ? "already-cached" : "cached"))
+                            return (
+                                position,
+                                SyncReport.Item(
+                                    id: request.id.description, status: result.wasAlreadyCached ? "already-cached" : "cached", evicted: result.evicted)
+                            )
                         } catch {
-                            return (position, SyncReport.Item(id: request.id.description, status: "failed", error: error.message))
+                            return (position, SyncReport.Item(id: request.id.description, status: "failed", error: error.message, evicted: error.evicted))
                         }
                     }
                 }
@@ -73,6 +77,16 @@ extension BookCacheManager {
         return report
     }
 
+    /// The entries with the first of each book: an entry whose id an earlier entry already has
+    /// (a book listed twice, in two sections) is the same book, counted and fetched once.
+    static func distinctBooks(_ entries: [SyncEntry]) -> [SyncEntry] {
+        var seen: Set<BookID> = []
+        return entries.filter { entry in
+            guard case .success(let request) = entry.request else { return true }
+            return seen.insert(request.id).inserted
+        }
+    }
+
     /// Drops `key` from books that are not in `keep`; removes those that no source and no user
     /// keeps. Pinned books lose the source but stay.
     private func removeSyncedBooks(of key: String, except keep: Set<String>) throws(BookCacheError) -> [String] {
@@ -88,7 +102,7 @@ extension BookCacheManager {
                     updateSidecar(updated)
                 }
             }
-            try evictionRunner.remove(gone, from: &index, reason: "no longer in sync source")
+            try evictionRunner.remove(gone, from: &index, reason: .syncSource)
         }
         return gone.map(\.id).sorted()
     }

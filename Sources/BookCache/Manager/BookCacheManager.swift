@@ -32,6 +32,7 @@ public actor BookCacheManager {
     nonisolated let transport: any HTTPTransport
     let settingsStore: SettingsStore
     let usageTracker = UsageTracker()
+    let evictionObservers = EvictionObservers()
     let evictionRunner: Evictor
     let logger: Logger
     private var inFlight: [BookID: InFlight] = [:]
@@ -41,6 +42,7 @@ public actor BookCacheManager {
     private struct InFlight {
         let task: Task<BookDownloadResult, any Error>
         let progress: ProgressBox
+        let url: URL
     }
 
     /// Creates a manager. Nothing is read or created on disk until it is needed.
@@ -60,7 +62,8 @@ public actor BookCacheManager {
         self.store = IndexStore(layout: layout, logger: logger)
         self.settingsStore = SettingsStore(layout: layout)
         self.evictionRunner = Evictor(
-            layout: layout, store: store, settings: settingsStore, configuration: configuration, usage: usageTracker, logger: logger)
+            layout: layout, store: store, settings: settingsStore, configuration: configuration, usage: usageTracker,
+            observers: evictionObservers, logger: logger)
         self.queue = DownloadQueue(
             maxConcurrent: configuration.maxConcurrentDownloads, retryPolicy: configuration.retryPolicy,
             transport: transport, clock: configuration.downloadClock, logger: logger)
@@ -260,9 +263,16 @@ public actor BookCacheManager {
     ) async throws(BookCacheError) -> BookDownloadResult {
         let id = request.id
         if let flight = inFlight[id] {
+            if request.idDerivedFromURL && !BookDownloadRequest.sameDownload(flight.url.absoluteString, request.url) {
+                throw .identifierInUse(id, cachedFrom: flight.url.absoluteString, wanted: request.url)
+            }
             return try await Self.value(of: flight.task, id: id)
         }
         if !request.replaceExisting, var record = try cachedRecord(id) {
+            // A derived id stands for its URL only: a record from another URL is another book.
+            if request.idDerivedFromURL && !BookDownloadRequest.sameDownload(record.fileUrl, request.url) {
+                throw .identifierInUse(id, cachedFrom: record.fileUrl, wanted: request.url)
+            }
             if request.syncSource == nil && !record.syncSources.isEmpty {
                 // Asked for directly: the book is the user's now, and no sync will remove it.
                 try updateRecord(id) { $0.syncSources = [] }
@@ -283,7 +293,7 @@ public actor BookCacheManager {
                 onEvent(event)
             }
         }
-        inFlight[id] = InFlight(task: task, progress: progress)
+        inFlight[id] = InFlight(task: task, progress: progress, url: request.url)
         defer { inFlight[id] = nil }
         do {
             let result = try await withTaskCancellationHandler {
@@ -314,6 +324,20 @@ public actor BookCacheManager {
 
     private func finishBackgroundWork(_ key: UUID) {
         backgroundWork[key] = nil
+    }
+
+    /// Every book the cache removes on its own from now on — for the budget, for free space, by
+    /// `prune`, or because a sync source dropped it — as it happens. A bookshelf app listens
+    /// to take those books off its shelf. Books removed by ``delete(_:)`` and ``clear(type:)``
+    /// are not reported: the caller asked for it.
+    ///
+    /// ```swift
+    /// for await gone in manager.evictions() {
+    ///     shelf.remove(gone.metadata.id)     // gone.reason: .budget, .freeSpace, .prune, .syncSource
+    /// }
+    /// ```
+    public nonisolated func evictions() -> AsyncStream<EvictedBook> {
+        evictionObservers.stream()
     }
 
     /// How many downloads wait in the queue for a slot.

@@ -1,3 +1,4 @@
+import Crypto
 import DownloadQueue
 import Foundation
 
@@ -28,6 +29,14 @@ public struct BookDownloadRequest: Sendable, Hashable {
     /// Download again even when the book is cached (a refresh). The cached copy stays readable
     /// until the new one is validated, then is replaced atomically.
     public var replaceExisting: Bool = false
+    /// Whether ``id`` was derived from the URL (``derivedBookId(for:)``) rather than given.
+    ///
+    /// A derived id stands for this URL only: a cached record under it that came from another
+    /// URL is a different book, and the download is refused with
+    /// ``BookCacheError/Kind/identifierInUse`` instead of being answered with that book. A given
+    /// id stands for the book whatever its URL, so a new (signed, expiring) URL for a cached id
+    /// downloads nothing.
+    public var idDerivedFromURL: Bool = false
 
     /// Creates a request, checking every field before any I/O.
     /// - Parameters:
@@ -65,6 +74,31 @@ public struct BookDownloadRequest: Sendable, Hashable {
         self.priority = priority
     }
 
+    /// Creates a request whose id is derived from the URL (see ``derivedBookId(for:)``).
+    /// - Parameters:
+    ///   - url: The file's URL, `http` or `https`.
+    ///   - type: The book's type, which decides its folder.
+    ///   - title: A title to show.
+    ///   - coverURL: The cover's URL, `http` or `https`.
+    ///   - expectedSHA256: 64 hex digits, any case.
+    ///   - priority: `.normal` by default.
+    /// - Throws: ``BookCacheError`` of kind ``BookCacheError/Kind/invalidURL`` or
+    ///   ``BookCacheError/Kind/invalidChecksum``.
+    public init(
+        url: String,
+        type: BookType,
+        title: String? = nil,
+        coverURL: String? = nil,
+        expectedSHA256: String? = nil,
+        priority: DownloadPriority = .normal
+    ) throws(BookCacheError) {
+        let parsed = try Self.parseURL(url)
+        try self.init(
+            url: url, id: BookID(type: type, bookId: Self.derivedBookId(for: parsed)), title: title, coverURL: coverURL,
+            expectedSHA256: expectedSHA256, priority: priority)
+        idDerivedFromURL = true
+    }
+
     /// Checks that `string` is an absolute `http` or `https` URL with a host.
     /// - Parameter string: The URL as typed.
     /// - Returns: The parsed URL.
@@ -86,18 +120,83 @@ public struct BookDownloadRequest: Sendable, Hashable {
         return url
     }
 
-    /// The default book id for a URL: its file name without the extension, with characters
-    /// outside `A–Z a–z 0–9 . _ -` replaced by `_`.
+    /// The book id for a URL when none is given: the URL's file name without its extension,
+    /// then `-` and 12 hex digits of the SHA-256 of the URL, such as `alice-3f2a9c01b7de`.
+    ///
+    /// File names alone collide (`/a/book.epub` and `/b/book.epub`; calibre-server's links all
+    /// end in the library's name, the OPDS 2 test catalogue's in `file.epub`), so the hash
+    /// keeps two URLs two books. The hash covers the scheme, host, port, path and query, with
+    /// the scheme and host lowercased; credentials and the fragment are left out, so they do
+    /// not change the id. Characters outside `A–Z a–z 0–9 . _ -` become `_`; a URL without a
+    /// file name uses its host. Pass an id of your own to keep one book across changing URLs.
     /// - Parameter url: The book's URL.
-    /// - Returns: A candidate id; still checked by ``BookID``.
-    public static func defaultBookId(for url: URL) -> String {
+    /// - Returns: An id that ``BookID`` accepts.
+    public static func derivedBookId(for url: URL) -> String {
         var stem = url.deletingPathExtension().lastPathComponent
         if stem.isEmpty || stem == "/" { stem = url.host ?? "book" }
-        let cleaned = String(stem.unicodeScalars.map { scalar -> Character in
-            scalar.isASCII && (scalar.properties.isAlphabetic || ("0"..."9").contains(scalar) || "._-".unicodeScalars.contains(scalar)) ? Character(scalar) : "_"
-        })
-        let trimmed = cleaned.drop { $0 == "." }
-        return String(trimmed.prefix(BookID.maxLength)).replacingOccurrences(of: "..", with: "_")
+        let suffix = "-" + shortHash(identityKey(for: url))
+        return safeStem(stem, maxLength: BookID.maxLength - suffix.count, fallback: "book") + suffix
+    }
+
+    /// The book id for a book a sync source identifies (an OPDS entry's `<id>`, an OPDS 2
+    /// `metadata.identifier`).
+    ///
+    /// An identifier that is already a valid book id is kept as it is; `urn:uuid:` is dropped
+    /// first, so a UUID becomes the id. Any other identifier is made safe — scheme and `urn:`
+    /// dropped, other characters replaced by `_`, at most 64 characters — and followed by `-`
+    /// and 12 hex digits of its SHA-256, so two identifiers never share an id.
+    /// - Parameter identifier: The identifier as the source gives it.
+    /// - Returns: An id that ``BookID`` accepts.
+    public static func bookId(forSourceIdentifier identifier: String) -> String {
+        var text = identifier.trimmingCharacters(in: .whitespacesAndNewlines)
+        if text.lowercased().hasPrefix("urn:uuid:") { text.removeFirst("urn:uuid:".count) }
+        if BookID.problem(with: text) == nil { return text }
+        if let scheme = text.range(of: "://") {
+            text = String(text[scheme.upperBound...])
+        } else if text.lowercased().hasPrefix("urn:") {
+            text.removeFirst(4)
+        }
+        return safeStem(text, maxLength: 64, fallback: "book") + "-" + shortHash(identifier)
+    }
+
+    /// A URL reduced to what names the file: no credentials, no fragment, scheme and host
+    /// lowercased. Two URLs with the same key are the same download.
+    static func identityKey(for url: URL) -> String {
+        guard var components = URLComponents(url: url, resolvingAgainstBaseURL: true) else { return url.absoluteString }
+        components.user = nil
+        components.password = nil
+        components.fragment = nil
+        components.scheme = components.scheme?.lowercased()
+        components.host = components.host?.lowercased()
+        return components.string ?? url.absoluteString
+    }
+
+    /// Whether two URLs name the same download (see ``identityKey(for:)``).
+    static func sameDownload(_ lhs: String, _ rhs: URL) -> Bool {
+        guard let left = URL(string: lhs) else { return false }
+        return identityKey(for: left) == identityKey(for: rhs)
+    }
+
+    private static func shortHash(_ text: String) -> String {
+        SHA256.hash(data: Data(text.utf8)).prefix(6).map { String(format: "%02x", $0) }.joined()
+    }
+
+    /// `text` with characters outside `A–Z a–z 0–9 . _ -` replaced by `_` (runs collapsed), no
+    /// leading dots, no `..`, cut to `maxLength`; `fallback` when nothing is left.
+    private static func safeStem(_ text: String, maxLength: Int, fallback: String) -> String {
+        var cleaned = ""
+        for scalar in text.unicodeScalars {
+            let allowed = scalar.isASCII && (scalar.properties.isAlphabetic || ("0"..."9").contains(scalar) || "._-".unicodeScalars.contains(scalar))
+            if allowed {
+                cleaned.unicodeScalars.append(scalar)
+            } else if !cleaned.hasSuffix("_") {
+                cleaned += "_"
+            }
+        }
+        while cleaned.contains("..") { cleaned = cleaned.replacingOccurrences(of: "..", with: "_") }
+        var trimmed = Substring(cleaned.drop { $0 == "." || $0 == "_" }.prefix(maxLength))
+        while let last = trimmed.last, last == "_" || last == "." { trimmed.removeLast() }
+        return trimmed.isEmpty ? fallback : String(trimmed)
     }
 }
 
@@ -109,6 +208,10 @@ public struct BookDownloadResult: Sendable, Hashable {
     public var fileURL: URL
     /// `true` when the book was already cached and nothing was downloaded.
     public var wasAlreadyCached: Bool
+    /// The books removed to make room for this one, in the order they went: for free space on
+    /// the disk before the body was written, then for the budget (`max-size`, `keep`) when the
+    /// book was published. Empty when nothing was evicted.
+    public var evicted: [EvictedBook] = []
 }
 
 /// Counts and sizes of the cache, as `bookcache stats` shows them.

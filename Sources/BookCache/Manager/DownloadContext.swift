@@ -5,7 +5,9 @@ import Synchronization
 
 /// The steps of one book download, run off the manager's actor so it stays responsive:
 /// take the book's lock, stream into `partial/` while hashing (resuming what an earlier attempt
-/// left), validate, then publish under the index lock.
+/// left), validate, then publish under the index lock — in the same index update that evicts
+/// what the budget can no longer hold, so a download that does not end cached evicts nothing
+/// for the budget.
 struct DownloadContext: Sendable {
     let layout: CacheLayout
     let store: IndexStore
@@ -17,6 +19,25 @@ struct DownloadContext: Sendable {
 
     func run(
         _ request: BookDownloadRequest,
+        onEvent: @escaping @Sendable (DownloadEvent) -> Void
+    ) async throws(BookCacheError) -> BookDownloadResult {
+        // Books evicted for free space before the body is written; told to the caller whether
+        // the download then succeeds or fails.
+        let evictedForSpace = EvictedForSpace()
+        do {
+            var result = try await download(request, evictedForSpace: evictedForSpace, onEvent: onEvent)
+            result.evicted = evictedForSpace.books + result.evicted
+            return result
+        } catch {
+            var failure = error
+            failure.evicted = evictedForSpace.books
+            throw failure
+        }
+    }
+
+    private func download(
+        _ request: BookDownloadRequest,
+        evictedForSpace: EvictedForSpace,
         onEvent: @escaping @Sendable (DownloadEvent) -> Void
     ) async throws(BookCacheError) -> BookDownloadResult {
         let id = request.id
@@ -40,10 +61,10 @@ struct DownloadContext: Sendable {
                 maxBytes: configuration.maxBookBytes,
                 resume: true,
                 checkHead: { head in
-                    // Room for what is still to come: the budget, the count and the free space,
-                    // evicting least-recently-used books when that makes it fit.
+                    // Room on the disk for what is still to come; a book the budget could
+                    // never hold is refused here. The budget evicts only at publishing.
                     guard let length = head.remainingLength ?? head.expectedLength ?? request.expectedSize else { return }
-                    try evictor.makeRoom(for: length, id: id)
+                    evictedForSpace.append(try evictor.admit(length, for: id))
                 },
                 willStart: {
                     do {
@@ -57,6 +78,9 @@ struct DownloadContext: Sendable {
                     if !request.replaceExisting, let record = try store.read()[id],
                         FileSystem.fileSize(layout.url(forRelativePath: record.localPath)) == record.fileSize
                     {
+                        if request.idDerivedFromURL && !BookDownloadRequest.sameDownload(record.fileUrl, request.url) {
+                            throw BookCacheError.identifierInUse(id, cachedFrom: record.fileUrl, wanted: request.url)
+                        }
                         throw CachedMeanwhile(record: record)
                     }
                 }
@@ -114,25 +138,26 @@ struct DownloadContext: Sendable {
             etag: file.etag,
             lastModified: file.lastModified
         )
-        let stored = try publish(record, from: partial, pin: request.pin, syncSource: request.syncSource)
+        let (stored, evicted) = try publish(record, from: partial, pin: request.pin, syncSource: request.syncSource)
         published = true
-        do {
-            try evictor.enforce(after: id)
-        } catch {
-            logger.warning("the book is cached, but the cache could not be brought within its limits", metadata: ["id": "\(id)", "error": "\(error.message)"])
-        }
         logger.info(
             "cached", metadata: ["id": "\(id)", "bytes": "\(file.byteCount)", "sha256": "\(file.sha256)", "resumedFrom": "\(file.resumedFrom)"])
-        return BookDownloadResult(metadata: stored, fileURL: layout.url(forRelativePath: relativePath), wasAlreadyCached: false)
+        return BookDownloadResult(
+            metadata: stored, fileURL: layout.url(forRelativePath: relativePath), wasAlreadyCached: false, evicted: evicted)
     }
 
-    /// Writes the sidecar, moves the file into place and records it, all under the index lock so
-    /// another process never sees the three steps half done.
-    /// A replaced book keeps its pin and its sync sources. Returns the record as stored.
-    private func publish(_ fresh: CachedBookMetadata, from partial: URL, pin: Bool, syncSource: String?) throws(BookCacheError) -> CachedBookMetadata {
+    /// Writes the sidecar, moves the file into place, records it and evicts what the budget can
+    /// no longer hold, all in one index update under the lock, so another process never sees
+    /// the steps half done. A replaced book keeps its pin and its sync sources.
+    /// - Returns: The record as stored, and the books evicted for the budget.
+    private func publish(
+        _ fresh: CachedBookMetadata, from partial: URL, pin: Bool, syncSource: String?
+    ) throws(BookCacheError) -> (CachedBookMetadata, [EvictedBook]) {
         let destination = layout.url(forRelativePath: fresh.localPath)
         let id = try fresh.bookID
         var record = fresh
+        var evicted: [EvictedBook] = []
+        let limits = try evictor.limits()
         try store.update { index throws(BookCacheError) in
             let previous = index[id]
             if let previous {
@@ -161,8 +186,9 @@ struct DownloadContext: Sendable {
                 throw .cacheDirectoryUnusable(layout.root.path, "cannot store \(id) (\(error))")
             }
             index[id] = record
+            evicted = try evictor.evictForBudget(in: &index, keeping: id, limits: limits)
         }
-        return record
+        return (record, evicted)
     }
 
     /// Maps queue and transport errors to the cache's error.
@@ -188,6 +214,13 @@ struct DownloadContext: Sendable {
 /// Thrown from a job's start when another process cached the book while this one waited.
 private struct CachedMeanwhile: Error {
     let record: CachedBookMetadata
+}
+
+/// The books a download evicted for free space, gathered from its response-head check.
+private final class EvictedForSpace: Sendable {
+    private let storage = Mutex<[EvictedBook]>([])
+    var books: [EvictedBook] { storage.withLock { $0 } }
+    func append(_ books: [EvictedBook]) { storage.withLock { $0 += books } }
 }
 
 /// Holds the book's lock once the job has taken it.

@@ -42,9 +42,13 @@ public struct ManifestEntry: Sendable, Hashable {
     /// - Throws: ``ManifestProblem`` naming the line and the field.
     public func request(defaultType: BookType) throws(ManifestProblem) -> BookDownloadRequest {
         do {
-            let parsedURL = try BookDownloadRequest.parseURL(url)
-            let bookID = try BookID(type: type ?? defaultType, bookId: id ?? BookDownloadRequest.defaultBookId(for: parsedURL))
-            var request = try BookDownloadRequest(url: url, id: bookID, title: title, coverURL: coverUrl, expectedSHA256: sha256)
+            var request: BookDownloadRequest
+            if let id {
+                request = try BookDownloadRequest(
+                    url: url, id: BookID(type: type ?? defaultType, bookId: id), title: title, coverURL: coverUrl, expectedSHA256: sha256)
+            } else {
+                request = try BookDownloadRequest(url: url, type: type ?? defaultType, title: title, coverURL: coverUrl, expectedSHA256: sha256)
+            }
             request.pin = pin
             request.expectedSize = size
             return request

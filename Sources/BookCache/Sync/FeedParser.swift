@@ -73,12 +73,13 @@ public struct FeedParser: Sendable {
             throw .invalidArgument("the OPDS feed is not well-formed XML\(parser.parserError.map { " (\($0.localizedDescription))" } ?? "")")
         }
         return delegate.entries.enumerated().map { position, entry in
-            makeEntry(position: position + 1, title: entry.title, links: entry.links, images: entry.images)
+            makeEntry(position: position + 1, identifier: entry.identifier, title: entry.title, links: entry.links, images: entry.images)
         }
     }
 
     private final class AtomDelegate: NSObject, XMLParserDelegate {
         struct Entry {
+            var identifier: String?
             var title: String?
             var links: [(rel: String, type: String, href: String)] = []
             var images: [String] = []
@@ -88,6 +89,8 @@ public struct FeedParser: Sendable {
         var current: Entry?
         var text = ""
         var depth = 0
+        /// The depth of the open `<entry>`, so only its own `<id>` (not an author's) counts.
+        var entryDepth = 0
         var sawFeed = false
 
         func parser(_ parser: XMLParser, didStartElement name: String, namespaceURI: String?, qualifiedName: String?, attributes: [String: String] = [:]) {
@@ -95,8 +98,10 @@ public struct FeedParser: Sendable {
             if depth > 64 { parser.abortParsing() }
             if depth == 1 { sawFeed = name == "feed" }
             switch name {
-            case "entry": current = Entry()
-            case "title": text = ""
+            case "entry":
+                current = Entry()
+                entryDepth = depth
+            case "title", "id": text = ""
             case "link":
                 guard current != nil, let href = attributes["href"] else { break }
                 let rel = attributes["rel"] ?? ""
@@ -114,6 +119,10 @@ public struct FeedParser: Sendable {
         }
 
         func parser(_ parser: XMLParser, didEndElement name: String, namespaceURI: String?, qualifiedName: String?) {
+            if name == "id", current != nil, depth == entryDepth + 1 {
+                let identifier = text.trimmingCharacters(in: .whitespacesAndNewlines)
+                if !identifier.isEmpty { current?.identifier = identifier }
+            }
             depth -= 1
             if name == "title", current != nil, current?.title == nil {
                 current?.title = text.trimmingCharacters(in: .whitespacesAndNewlines)
@@ -144,13 +153,20 @@ public struct FeedParser: Sendable {
                 return (rel, link["type"] as? String ?? "", href)
             }
             let images = (publication["images"] as? [[String: Any]] ?? []).compactMap { $0["href"] as? String }
-            return makeEntry(position: position + 1, title: metadata?["title"] as? String, links: links, images: images)
+            let identifier = (metadata?["identifier"] as? String).flatMap { $0.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty ? nil : $0 }
+            return makeEntry(position: position + 1, identifier: identifier, title: metadata?["title"] as? String, links: links, images: images)
         }
     }
 
     // MARK: Shared
 
-    private func makeEntry(position: Int, title: String?, links: [(rel: String, type: String, href: String)], images: [String]) -> SyncEntry {
+    /// An entry's request. Its id comes from the entry's identifier
+    /// (``BookDownloadRequest/bookId(forSourceIdentifier:)``), or — when the feed gives none — is
+    /// derived from the whole link (``BookDownloadRequest/derivedBookId(for:)``), never from the
+    /// link's last segment alone.
+    private func makeEntry(
+        position: Int, identifier: String?, title: String?, links: [(rel: String, type: String, href: String)], images: [String]
+    ) -> SyncEntry {
         let acquisition = links.first { link in
             let type = link.type.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
             let isBook = type == "application/epub+zip" || type == "application/pdf"
@@ -161,11 +177,14 @@ public struct FeedParser: Sendable {
         }
         do {
             let url = try resolve(acquisition.href)
-            let parsed = try BookDownloadRequest.parseURL(url)
-            var id = BookDownloadRequest.defaultBookId(for: parsed)
-            if id.isEmpty { id = "entry-\(position)" }
-            let request = try BookDownloadRequest(
-                url: url, id: try BookID(type: defaultType, bookId: id), title: title, coverURL: try images.first.map { href throws(BookCacheError) in try resolve(href) })
+            let cover = try images.first.map { href throws(BookCacheError) in try resolve(href) }
+            let request: BookDownloadRequest
+            if let identifier {
+                let id = try BookID(type: defaultType, bookId: BookDownloadRequest.bookId(forSourceIdentifier: identifier))
+                request = try BookDownloadRequest(url: url, id: id, title: title, coverURL: cover)
+            } else {
+                request = try BookDownloadRequest(url: url, type: defaultType, title: title, coverURL: cover)
+            }
             return SyncEntry(position: position, request: .success(request))
         } catch {
             return SyncEntry(position: position, request: .failure(ManifestProblem(line: position, message: error.message)))

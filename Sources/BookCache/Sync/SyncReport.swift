@@ -10,6 +10,8 @@ public struct SyncReport: Sendable {
         public var status: String
         /// The error, for a failed one.
         public var error: String?
+        /// Books evicted to make room for this one.
+        public var evicted: [EvictedBook] = []
     }
 
     /// The source's key.

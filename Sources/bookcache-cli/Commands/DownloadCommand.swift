@@ -25,8 +25,18 @@ struct DownloadCommand: AsyncParsableCommand {
             starting with # are ignored. A malformed line is reported with its line number and \
             does not stop the others. Duplicate ids are fetched once.
 
+            Without --id, a book's id is the URL's file name, a dash and 12 hex digits of the URL's \
+            SHA-256 (alice-3f2a9c01b7de), so two URLs ending in the same name are two books. With \
+            --id (or a manifest's "id"), the id is the book whatever its URL: a new signed URL for \
+            a cached id downloads nothing.
+
+            Books are evicted for the cache's limits (max-size, keep) only when a new book is \
+            cached, and for free space only when the disk cannot hold the body plus the reserve; \
+            each eviction is said on stderr. A download that fails evicts nothing for the limits.
+
             Exit status is 0 only when every book ends up cached. On SIGINT or SIGTERM no new \
-            download starts, partial files are kept for the next run, and the exit status is 130 or 143.
+            download starts, partial files are kept for the next run, books cut off are reported \
+            as interrupted, and the exit status is 130 or 143.
             """
     )
 
@@ -38,7 +48,7 @@ struct DownloadCommand: AsyncParsableCommand {
     @Option(name: .customLong("from"), help: ArgumentHelp("Read a JSON Lines manifest from a file, or - for stdin.", valueName: "file"))
     var manifest: String?
 
-    @Option(help: ArgumentHelp("The book id, for a single URL (default: the URL's file name without extension).", valueName: "book-id"))
+    @Option(help: ArgumentHelp("The book id, for a single URL (default: the URL's file name without extension, a dash and 12 hex digits of the URL's SHA-256, so two URLs are two books; give an id to keep one book across changing URLs).", valueName: "book-id"))
     var id: String?
 
     @Option(help: "The book type, ebook or magazine (the default for manifest lines without one).")
@@ -56,7 +66,7 @@ struct DownloadCommand: AsyncParsableCommand {
     @Option(help: "How many downloads run at once (1–64).")
     var concurrency: Int = 4
 
-    @Option(help: "Extra attempts after the first for a failed download (0–20).")
+    @Option(help: "Attempts in a row that bring no new bytes before a download gives up, after the first (0–20); an attempt that adds bytes does not count.")
     var retries: Int = 3
 
     @Flag(help: "Pin the books, so they are never evicted automatically.")
@@ -125,9 +135,11 @@ struct DownloadCommand: AsyncParsableCommand {
     private func commandLineRequests() throws -> [BookDownloadRequest] {
         do {
             return try urls.map { url throws(BookCacheError) in
-                let parsedURL = try BookDownloadRequest.parseURL(url)
-                let bookID = try BookID(type: type, bookId: id ?? BookDownloadRequest.defaultBookId(for: parsedURL))
-                return try BookDownloadRequest(url: url, id: bookID, title: title, coverURL: coverURL, expectedSHA256: sha256)
+                if let id {
+                    return try BookDownloadRequest(
+                        url: url, id: BookID(type: type, bookId: id), title: title, coverURL: coverURL, expectedSHA256: sha256)
+                }
+                return try BookDownloadRequest(url: url, type: type, title: title, coverURL: coverURL, expectedSHA256: sha256)
             }
         } catch {
             throw ValidationError(error.message)
@@ -209,11 +221,12 @@ struct DownloadCommand: AsyncParsableCommand {
                 return BatchOutcome(
                     id: request.id.description, status: result.wasAlreadyCached ? .alreadyCached : .cached,
                     path: result.fileURL.path, error: nil, attempts: attempts.value, bytes: result.metadata.fileSize,
-                    format: result.metadata.format.rawValue)
+                    format: result.metadata.format.rawValue, evicted: result.evicted)
             } catch {
                 let attemptsMade = (error.underlying as? DownloadError)?.attempts ?? attempts.value
                 return BatchOutcome(
-                    id: request.id.description, status: .failed, path: nil, error: error.message, attempts: attemptsMade, bytes: 0)
+                    id: request.id.description, status: error.kind == .cancelled ? .interrupted : .failed, path: nil, error: error.message,
+                    attempts: attemptsMade, bytes: 0, evicted: error.evicted)
             }
         }
     }

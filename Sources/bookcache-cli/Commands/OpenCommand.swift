@@ -18,7 +18,7 @@ struct OpenCommand: AsyncParsableCommand {
     @Argument(help: ArgumentHelp("A book id (ebook-123) or an http(s) URL.", valueName: "id-or-url"))
     var target: String
 
-    @Option(help: ArgumentHelp("The book id for a URL (default: the URL's file name).", valueName: "book-id"))
+    @Option(help: ArgumentHelp("The book id for a URL (default: the URL's file name and a short hash of the URL).", valueName: "book-id"))
     var id: String?
 
     @Option(help: "The book type for a URL: ebook or magazine.")
@@ -33,9 +33,10 @@ struct OpenCommand: AsyncParsableCommand {
         get throws {
             if target.contains("://") {
                 do {
-                    let url = try BookDownloadRequest.parseURL(target)
-                    let bookID = try BookID(type: type, bookId: id ?? BookDownloadRequest.defaultBookId(for: url))
-                    return .url(try BookDownloadRequest(url: target, id: bookID, priority: .high))
+                    if let id {
+                        return .url(try BookDownloadRequest(url: target, id: BookID(type: type, bookId: id), priority: .high))
+                    }
+                    return .url(try BookDownloadRequest(url: target, type: type, priority: .high))
                 } catch {
                     throw ValidationError(error.message)
                 }

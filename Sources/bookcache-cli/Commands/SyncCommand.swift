@@ -85,11 +85,17 @@ struct SyncCommand: AsyncParsableCommand {
             let object: [String: Any] = [
                 "source": report.source, "format": report.format ?? NSNull(), "skipped": false, "wanted": report.wanted,
                 "synced": report.inCache, "alreadyCached": report.alreadyCached, "failed": report.failed, "removed": report.removed,
-                "items": report.items.map { ["id": $0.id ?? NSNull(), "status": $0.status, "error": $0.error ?? NSNull()] as [String: Any] },
+                "items": report.items.map {
+                    [
+                        "id": $0.id ?? NSNull(), "status": $0.status, "error": $0.error ?? NSNull(),
+                        "evicted": $0.evicted.map(\.metadata.id),
+                    ] as [String: Any]
+                },
             ]
             Terminal.write(Self.encode(object))
         } else {
             for item in report.items {
+                for book in item.evicted { Terminal.writeError(book.line) }
                 switch item.status {
                 case "failed": Terminal.writeError("error: \(item.error ?? "failed")")
                 case "cached": Terminal.write("cached \(item.id ?? "?")")

@@ -13,6 +13,8 @@ struct BatchOutcome: Sendable {
         case cached
         case alreadyCached = "already-cached"
         case failed
+        /// Stopped by SIGINT or SIGTERM; its partial file is kept for the next run.
+        case interrupted
     }
 
     var id: String?
@@ -22,4 +24,6 @@ struct BatchOutcome: Sendable {
     var attempts: Int
     var bytes: Int64
     var format: String?
+    /// Books evicted to make room for this one.
+    var evicted: [EvictedBook] = []
 }

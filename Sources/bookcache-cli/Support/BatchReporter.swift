@@ -26,6 +26,7 @@ final class BatchReporter: Sendable {
         var cached = 0
         var alreadyCached = 0
         var failed = 0
+        var interrupted = 0
         var bytes: Int64 = 0
         var drawnLines = 0
         var lastDraw: ContinuousClock.Instant?
@@ -77,6 +78,7 @@ final class BatchReporter: Sendable {
             case .cached: state.cached += 1
             case .alreadyCached: state.alreadyCached += 1
             case .failed: state.failed += 1
+            case .interrupted: state.interrupted += 1
             }
             if outcome.status == .cached { state.bytes += outcome.bytes }
         }
@@ -85,6 +87,7 @@ final class BatchReporter: Sendable {
             Terminal.write(Self.json(outcome))
         case .lines, .live:
             clearLive()
+            for book in outcome.evicted { Terminal.writeError(book.line) }
             switch outcome.status {
             case .cached:
                 Terminal.write("cached \(outcome.id ?? "?") (\(outcome.format ?? "?"), \(ByteFormat.string(outcome.bytes))): \(outcome.path ?? "")")
@@ -92,6 +95,8 @@ final class BatchReporter: Sendable {
                 Terminal.write("\(outcome.id ?? "?") is already cached (\(ByteFormat.string(outcome.bytes))): \(outcome.path ?? "")")
             case .failed:
                 Terminal.writeError("error: \(outcome.error ?? "failed")")
+            case .interrupted:
+                Terminal.writeError("interrupted \(outcome.id ?? "?"); its partial download is kept and resumes on the next run")
             }
             redraw(force: true)
         }
@@ -112,13 +117,15 @@ final class BatchReporter: Sendable {
         let unfinished = total - snapshot.finished
         var line = "\(good) of \(total) cached, \(snapshot.failed) failed"
         if snapshot.alreadyCached > 0 { line += " (\(snapshot.alreadyCached) already cached)" }
+        if snapshot.interrupted > 0 { line += ", \(snapshot.interrupted) interrupted" }
         if unfinished > 0 { line += ", \(unfinished) not done" }
         if interrupted { line += "; interrupted — partial downloads are kept and resume on the next run" }
         switch mode {
         case .json:
             let summary: [String: Any] = [
                 "summary": true, "total": total, "cached": snapshot.cached, "alreadyCached": snapshot.alreadyCached,
-                "failed": snapshot.failed, "notDone": unfinished, "interrupted": interrupted, "bytes": snapshot.bytes,
+                "failed": snapshot.failed, "interruptedBooks": snapshot.interrupted, "notDone": unfinished, "interrupted": interrupted,
+                "bytes": snapshot.bytes,
             ]
             Terminal.write(Self.encode(summary))
             if batch { Terminal.writeError(line) }
@@ -206,6 +213,7 @@ final class BatchReporter: Sendable {
         let object: [String: Any] = [
             "id": outcome.id ?? NSNull(), "status": outcome.status.rawValue, "path": outcome.path ?? NSNull(),
             "error": outcome.error ?? NSNull(), "attempts": outcome.attempts, "bytes": outcome.bytes,
+            "evicted": outcome.evicted.map { ["id": $0.metadata.id, "bytes": $0.metadata.fileSize, "reason": $0.reason.rawValue] as [String: Any] },
         ]
         return encode(object)
     }
