@@ -389,12 +389,14 @@ extension CachedBookMetadata {
         var pinned = false
         var outdated = false
         var syncSources: [String] = []
+        var authors: [String] = []
         try scanner.object { key, scanner in
             switch key {
             case "fileSize": fileSize = Int64(try scanner.integer())
             case "pinned": pinned = try scanner.boolean()
             case "outdated": outdated = try scanner.boolean()
             case "syncSources": syncSources = try scanner.stringArray()
+            case "authors": authors = try scanner.stringArray()
             default:
                 if scanner.peekNull() {
                     _ = try scanner.skipValue()
@@ -422,6 +424,7 @@ extension CachedBookMetadata {
         record.outdated = outdated
         record.coverPath = strings["coverPath"]
         record.syncSources = syncSources
+        record.authors = authors
         return record
     }
 }

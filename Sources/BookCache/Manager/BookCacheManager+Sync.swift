@@ -1,10 +1,19 @@
 import DownloadQueue
 import Foundation
+import Logging
 
 extension BookCacheManager {
     /// Keeps the first `keep` books of a source cached, and removes the books an earlier sync of
     /// the same source brought in that are no longer among them — never books added by
     /// ``download(_:onEvent:)``, and never pinned ones.
+    ///
+    /// A catalogue is read as a reader app would: from a navigation feed (calibre-server's root,
+    /// an OPDS 2 `navigation`), the newest-first section is followed (`rel` `sort/new`, else a
+    /// section titled "newest", "latest", "recent" or "new") unless `section` names another;
+    /// pages are followed through `rel="next"` until `keep` books are found (at most
+    /// ``maxSyncPages`` pages, never the same page twice). Entries without a free EPUB or PDF
+    /// are skipped: not failures, and they take no `keep` slot. Entries naming the same book
+    /// count once.
     ///
     /// Downloads run at low priority, so a concurrent ``open(_:onEvent:)`` is served first.
     /// Within `minInterval` of the last successful sync of this source nothing is done (the
@@ -15,15 +24,23 @@ extension BookCacheManager {
     ///   - source: A JSON Lines manifest or an OPDS 1.2/2.0 feed (detected from the content).
     ///   - keep: How many of the source's first books to keep cached.
     ///   - type: The type for books whose source does not say.
+    ///   - formats: The formats to take, most wanted first.
+    ///   - section: The title of the section to follow in a navigation feed.
+    ///   - credentials: A login for the catalogue's host (Basic or Digest, answered to its `401`);
+    ///     by default the `user:password@` of the source's URL. Books on another host get none.
     ///   - minInterval: Seconds that must pass between successful syncs of this source.
     ///   - force: Sync even within `minInterval`.
     ///   - onEvent: Download events, with the book they belong to.
-    /// - Returns: What was synced, already cached, failed and removed.
-    /// - Throws: ``BookCacheError`` when the source cannot be read or parsed at all.
+    /// - Returns: What was synced, already cached, skipped, failed and removed.
+    /// - Throws: ``BookCacheError`` when the source cannot be read or parsed at all, or is a
+    ///   navigation feed whose section cannot be chosen (the message lists the sections).
     public func sync(
         _ source: SyncSource,
         keep: Int,
         type: BookType = .ebook,
+        formats: [BookFormat] = [.epub, .pdf],
+        section: String? = nil,
+        credentials: HTTPCredentials? = nil,
         minInterval: TimeInterval? = nil,
         force: Bool = false,
         onEvent: @escaping @Sendable (BookID, DownloadEvent) -> Void = { _, _ in }
@@ -33,33 +50,39 @@ extension BookCacheManager {
         if !force, let minInterval, let last, now().timeIntervalSince(last) < minInterval {
             return SyncReport(source: source.key, format: nil, skipped: true, lastSuccess: last, wanted: 0, items: [], removed: [])
         }
-        let data = try await read(source)
-        let (format, listed) = try FeedParser(defaultType: type, baseURL: source.baseURL).entries(in: data)
-        let wanted = Array(Self.distinctBooks(listed).prefix(max(0, keep)))
+        let login = credentials ?? source.baseURL.flatMap(HTTPCredentials.init(userInfoOf:))
+        let listing = try await collect(
+            source, keep: max(0, keep), parser: FeedParser(defaultType: type, formats: formats), section: section, login: login)
         try prepareDirectories()
 
+        let wanted = listing.entries
         var items = [SyncReport.Item?](repeating: nil, count: wanted.count)
         await withTaskGroup(of: (Int, SyncReport.Item).self) { group in
             for (position, entry) in wanted.enumerated() {
                 group.addTask {
-                    switch entry.request {
-                    case .failure(let problem):
-                        return (position, SyncReport.Item(id: nil, status: "failed", error: problem.description))
-                    case .success(let listed):
-                        var request = listed
-                        request.priority = .low
-                        request.syncSource = source.key
-                        let id = request.id
-                        do throws(BookCacheError) {
-                            let result = try await self.download(request, onEvent: { onEvent(id, $0) })
-                            return (
-                                position,
-                                SyncReport.Item(
-                                    id: request.id.description, status: result.wasAlreadyCached ? "already-cached" : "cached", evicted: result.evicted)
-                            )
-                        } catch {
-                            return (position, SyncReport.Item(id: request.id.description, status: "failed", error: error.message, evicted: error.evicted))
+                    guard case .book(let listed) = entry.outcome else {
+                        let problem: String
+                        switch entry.outcome {
+                        case .invalid(let invalid): problem = invalid.description
+                        case .skipped(_, let reason): problem = reason
+                        case .book: problem = ""
                         }
+                        return (position, SyncReport.Item(id: nil, status: "failed", error: problem))
+                    }
+                    var request = listed
+                    request.priority = .low
+                    request.syncSource = source.key
+                    if let login, login.applies(to: request.url) { request.credentials = login }
+                    let id = request.id
+                    do throws(BookCacheError) {
+                        let result = try await self.download(request, onEvent: { onEvent(id, $0) })
+                        return (
+                            position,
+                            SyncReport.Item(
+                                id: id.description, status: result.wasAlreadyCached ? "already-cached" : "cached", evicted: result.evicted)
+                        )
+                    } catch {
+                        return (position, SyncReport.Item(id: id.description, status: "failed", error: error.message, evicted: error.evicted))
                     }
                 }
             }
@@ -69,7 +92,10 @@ extension BookCacheManager {
         let keepIDs = Set(finished.compactMap(\.id))
         let removed = try removeSyncedBooks(of: source.key, except: keepIDs)
         var report = SyncReport(
-            source: source.key, format: format.rawValue, skipped: false, lastSuccess: last, wanted: wanted.count, items: finished, removed: removed)
+            source: source.key, format: listing.format.rawValue, skipped: false, lastSuccess: last, wanted: wanted.count, items: finished,
+            removed: removed)
+        report.skippedEntries = listing.skipped
+        report.section = listing.section
         if report.isComplete {
             try state.recordSuccess(of: source.key, at: now())
             report.lastSuccess = now()
@@ -77,14 +103,105 @@ extension BookCacheManager {
         return report
     }
 
-    /// The entries with the first of each book: an entry whose id an earlier entry already has
-    /// (a book listed twice, in two sections) is the same book, counted and fetched once.
-    static func distinctBooks(_ entries: [SyncEntry]) -> [SyncEntry] {
-        var seen: Set<BookID> = []
-        return entries.filter { entry in
-            guard case .success(let request) = entry.request else { return true }
-            return seen.insert(request.id).inserted
+    /// The most pages of one catalogue a sync reads.
+    public static let maxSyncPages = 100
+    /// The most navigation levels a sync descends.
+    static let maxSyncLevels = 5
+
+    /// What a sync found in its source: the entries to sync (books up to `keep`, and broken
+    /// entries among them), the entries skipped, and the section followed.
+    struct SyncListing {
+        var format: FeedParser.Format
+        var entries: [SyncEntry] = []
+        var skipped: [SyncReport.SkippedEntry] = []
+        var section: String?
+    }
+
+    /// Reads the source, descends navigation feeds, and follows `next` pages until `keep`
+    /// distinct books are found.
+    private nonisolated func collect(
+        _ source: SyncSource, keep: Int, parser initial: FeedParser, section: String?, login: HTTPCredentials?
+    ) async throws(BookCacheError) -> SyncListing {
+        var parser = initial
+        var (data, pageURL) = try await read(source, login: login)
+        parser.baseURL = pageURL
+        var page = try parser.page(in: data)
+        var visited: Set<String> = pageURL.map { [$0.absoluteString] } ?? []
+        var listing = SyncListing(format: page.format)
+        var level = 0
+        var nameUsed = false
+        while page.isNavigation {
+            guard level < Self.maxSyncLevels else {
+                throw .invalidArgument(
+                    "\(source.key): the catalogue's sections lead more than \(Self.maxSyncLevels) levels deep without a book; give the URL of the section to sync")
+            }
+            let chosen = try Self.choose(from: page.sections, named: nameUsed ? nil : section, source: source.key)
+            nameUsed = nameUsed || section != nil
+            listing.section = chosen.title
+            (data, pageURL) = try await fetch(chosen.url, login: login)
+            parser.baseURL = pageURL
+            page = try parser.page(in: data)
+            visited.insert(chosen.url.absoluteString)
+            level += 1
         }
+        if let section, !nameUsed {
+            throw .invalidArgument("\(source.key) lists books, not sections, so --section '\(section)' cannot be chosen; leave it out")
+        }
+        listing.format = page.format
+        var seen: Set<BookID> = []
+        var books = 0
+        var pages = 1
+        pageLoop: while true {
+            for entry in page.entries {
+                if books >= keep { break pageLoop }
+                switch entry.outcome {
+                case .book(let request):
+                    guard seen.insert(request.id).inserted else { continue }
+                    books += 1
+                    listing.entries.append(entry)
+                case .skipped(let title, let reason):
+                    listing.skipped.append(SyncReport.SkippedEntry(title: title, reason: reason))
+                case .invalid:
+                    listing.entries.append(entry)
+                }
+            }
+            guard books < keep, let next = page.next else { break }
+            guard visited.insert(next.absoluteString).inserted else {
+                logger.warning("the catalogue's next page is one already read; stopping", metadata: ["url": "\(URLRedaction.redacted(next))"])
+                break
+            }
+            guard pages < Self.maxSyncPages else {
+                logger.warning("read the most pages a sync reads; stopping", metadata: ["pages": "\(pages)"])
+                break
+            }
+            (data, pageURL) = try await fetch(next, login: login)
+            parser.baseURL = pageURL
+            page = try parser.page(in: data)
+            pages += 1
+        }
+        return listing
+    }
+
+    /// The section to follow: the one named (by title, ignoring case; an exact match first),
+    /// else the newest-first one. Throws a message listing the sections when none fits.
+    static func choose(from sections: [FeedSection], named name: String?, source: String) throws(BookCacheError) -> FeedSection {
+        if let name {
+            let wanted = name.trimmingCharacters(in: .whitespaces)
+            if let exact = sections.first(where: { $0.title.compare(wanted, options: .caseInsensitive) == .orderedSame }) { return exact }
+            if let partial = sections.first(where: { $0.title.localizedCaseInsensitiveContains(wanted) }) { return partial }
+            throw .invalidArgument("\(source) has no section '\(name)'; choose one with --section TITLE. Its sections:\n\(list(sections))")
+        }
+        if let newest = sections.first(where: \.isNewestFirst) { return newest }
+        let words: Set<Substring> = ["newest", "latest", "recent", "new"]
+        if let newest = sections.first(where: { section in section.title.lowercased().split { !$0.isLetter }.contains(where: words.contains) }) {
+            return newest
+        }
+        throw .invalidArgument(
+            "\(source) is a navigation feed with no newest-first section; choose one with --section TITLE. Its sections:\n\(list(sections))")
+    }
+
+    private static func list(_ sections: [FeedSection]) -> String {
+        sections.map { "  \($0.title)  \(URLRedaction.redacted($0.url))" }.joined(separator: "\n")
     }
 
     /// Drops `key` from books that are not in `keep`; removes those that no source and no user
@@ -107,32 +224,50 @@ extension BookCacheManager {
         return gone.map(\.id).sorted()
     }
 
-    /// The bytes of a source: a file, given bytes, or an HTTP download (at most 16 MiB).
-    private nonisolated func read(_ source: SyncSource) async throws(BookCacheError) -> Data {
+    /// The bytes of a source and the URL to resolve its links against: a file, given bytes, or
+    /// an HTTP download (at most 16 MiB).
+    private nonisolated func read(_ source: SyncSource, login: HTTPCredentials?) async throws(BookCacheError) -> (Data, URL?) {
         switch source {
         case .data(let data, _):
-            return data
+            return (data, nil)
         case .file(let url):
             do {
-                return try Data(contentsOf: url)
+                return (try Data(contentsOf: url), nil)
             } catch {
                 throw .invalidArgument("cannot read the sync source \(url.path) (\(error))")
             }
         case .url(let url):
-            do {
-                let response = try await transport.send(TransportRequest(url: url))
-                guard response.statusCode == 200 else {
-                    throw DownloadError(kind: .httpStatus, url: url, statusCode: response.statusCode)
-                }
-                return try await response.body.collect(maxBytes: 16 << 20, url: url)
-            } catch let error as DownloadError {
-                if error.kind == .connectionFailed {
-                    throw .invalidArgument("cannot reach the sync source: \(error)")
-                }
-                throw .invalidArgument("cannot fetch the sync source: \(error)")
-            } catch {
-                throw .invalidArgument("cannot fetch the sync source: \(error)")
+            let (data, finalURL) = try await fetch(url, login: login)
+            return (data, finalURL)
+        }
+    }
+
+    /// One catalogue page over HTTP (at most 16 MiB), with the URL that answered.
+    private nonisolated func fetch(_ url: URL, login: HTTPCredentials?) async throws(BookCacheError) -> (Data, URL) {
+        let shown = URLRedaction.redacted(url)
+        let credentials = login.flatMap { $0.applies(to: url) ? $0 : nil }
+        do {
+            let response = try await transport.send(TransportRequest(url: HTTPCredentials.removingUserInfo(from: url), credentials: credentials))
+            if response.statusCode == 401 || response.statusCode == 403 {
+                let hint =
+                    credentials == nil
+                    ? "the catalogue asks for a login; put it in the URL (http://USER:PASSWORD@host/…) or pass --user USER:PASSWORD"
+                    : "the login was refused; check the user name and password"
+                throw BookCacheError.invalidArgument("cannot fetch the sync source \(shown): HTTP \(response.statusCode); \(hint)")
             }
+            guard response.statusCode == 200 else {
+                throw DownloadError(kind: .httpStatus, url: url, statusCode: response.statusCode)
+            }
+            return (try await response.body.collect(maxBytes: 16 << 20, url: url), response.finalURL)
+        } catch let error as BookCacheError {
+            throw error
+        } catch let error as DownloadError {
+            if error.kind == .connectionFailed {
+                throw .invalidArgument("cannot reach the sync source: \(error)")
+            }
+            throw .invalidArgument("cannot fetch the sync source: \(error)")
+        } catch {
+            throw .invalidArgument("cannot fetch the sync source \(shown): \(error)")
         }
     }
 }

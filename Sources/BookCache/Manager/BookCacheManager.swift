@@ -302,7 +302,7 @@ public actor BookCacheManager {
                 task.cancel()
             }
             if !result.wasAlreadyCached, let cover = request.coverURL {
-                fetchCoverInBackground(for: id, from: cover)
+                fetchCoverInBackground(for: id, from: cover, credentials: request.credentials)
             }
             return result
         } catch let error as BookCacheError {
@@ -313,11 +313,11 @@ public actor BookCacheManager {
     }
 
     /// Fetches a cover at low priority without holding up the book's download.
-    private func fetchCoverInBackground(for id: BookID, from url: URL) {
+    private func fetchCoverInBackground(for id: BookID, from url: URL, credentials: HTTPCredentials?) {
         let fetcher = CoverFetcher(layout: layout, store: store, queue: queue, logger: logger)
         let key = UUID()
         backgroundWork[key] = Task {
-            await fetcher.fetch(for: id, from: url)
+            await fetcher.fetch(for: id, from: url, credentials: credentials)
             self.finishBackgroundWork(key)
         }
     }

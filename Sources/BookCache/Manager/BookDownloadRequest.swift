@@ -37,6 +37,11 @@ public struct BookDownloadRequest: Sendable, Hashable {
     /// id stands for the book whatever its URL, so a new (signed, expiring) URL for a cached id
     /// downloads nothing.
     public var idDerivedFromURL: Bool = false
+    /// The authors, kept in the record (a catalogue names them).
+    public var authors: [String] = []
+    /// Credentials for the book's host (a catalogue's login), sent when the server asks for
+    /// them (Basic or Digest) and never to another host. Not stored in the index.
+    public var credentials: HTTPCredentials?
 
     /// Creates a request, checking every field before any I/O.
     /// - Parameters:

@@ -14,11 +14,12 @@ struct CoverFetcher: Sendable {
     /// The largest cover accepted.
     static let maxBytes: Int64 = 20 << 20
 
-    func fetch(for id: BookID, from url: URL) async {
+    func fetch(for id: BookID, from url: URL, credentials: HTTPCredentials?) async {
         let partial = layout.partialFolder.appendingPathComponent("\(id).cover.part")
         do {
-            _ = try await queue.download(
-                DownloadRequest(url: url, destination: partial.path, priority: .low, maxBytes: Self.maxBytes, resume: false))
+            var job = DownloadRequest(url: url, destination: partial.path, priority: .low, maxBytes: Self.maxBytes, resume: false)
+            job.credentials = credentials.flatMap { $0.applies(to: url) ? $0 : nil }
+            _ = try await queue.download(job)
             guard let ext = try Self.imageExtension(of: partial) else {
                 FileDownloader.discard(partial.path)
                 logger.warning("the cover is not an image; skipped", metadata: ["id": "\(id)", "url": "\(URLRedaction.redacted(url))"])

@@ -87,6 +87,7 @@ struct DownloadContext: Sendable {
             )
             // Large stored entries are then checked from CRC-32s computed on the way in.
             job.computesBlockCRC32 = true
+            job.credentials = request.credentials
             if request.failFastWhenOffline {
                 var policy = configuration.retryPolicy
                 policy.retriesConnectionFailures = false
@@ -124,7 +125,7 @@ struct DownloadContext: Sendable {
 
         let now = configuration.now()
         let relativePath = layout.relativePath(for: id, format: format)
-        let record = CachedBookMetadata(
+        var record = CachedBookMetadata(
             id: id,
             title: request.title ?? id.description,
             coverUrl: request.coverURL.map { $0.absoluteString },
@@ -138,6 +139,7 @@ struct DownloadContext: Sendable {
             etag: file.etag,
             lastModified: file.lastModified
         )
+        record.authors = request.authors
         let (stored, evicted) = try publish(record, from: partial, pin: request.pin, syncSource: request.syncSource)
         published = true
         logger.info(
@@ -166,6 +168,7 @@ struct DownloadContext: Sendable {
                 record.syncSources = previous.syncSources
                 record.lastAccessedAt = previous.lastAccessedAt
                 if previous.coverPath != nil && record.coverPath == nil { record.coverPath = previous.coverPath }
+                if record.authors.isEmpty { record.authors = previous.authors }
             }
             record.pinned = record.pinned || pin
             // Only a book that sync brought in belongs to a sync source; one the user downloaded stays theirs.

@@ -39,10 +39,12 @@ public struct CachedBookMetadata: Sendable, Codable, Hashable, Identifiable {
     /// The sync sources (manifest or feed URLs) that brought this book in; empty when it was
     /// downloaded directly. Sync only ever removes books that it alone brought in.
     public var syncSources: [String] = []
+    /// The authors, as the catalogue named them; empty when unknown.
+    public var authors: [String] = []
 
     private enum CodingKeys: String, CodingKey {
         case id, bookType, bookId, title, coverUrl, fileUrl, localPath, fileSize, downloadedAt, lastAccessedAt, checksum
-        case format, etag, lastModified, pinned, outdated, coverPath, syncSources
+        case format, etag, lastModified, pinned, outdated, coverPath, syncSources, authors
     }
 
     public init(from decoder: any Decoder) throws {
@@ -65,6 +67,7 @@ public struct CachedBookMetadata: Sendable, Codable, Hashable, Identifiable {
         outdated = try c.decodeIfPresent(Bool.self, forKey: .outdated) ?? false
         coverPath = try c.decodeIfPresent(String.self, forKey: .coverPath)
         syncSources = try c.decodeIfPresent([String].self, forKey: .syncSources) ?? []
+        authors = try c.decodeIfPresent([String].self, forKey: .authors) ?? []
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -87,6 +90,7 @@ public struct CachedBookMetadata: Sendable, Codable, Hashable, Identifiable {
         try c.encode(outdated, forKey: .outdated)
         try c.encodeIfPresent(coverPath, forKey: .coverPath)
         if !syncSources.isEmpty { try c.encode(syncSources, forKey: .syncSources) }
+        if !authors.isEmpty { try c.encode(authors, forKey: .authors) }
     }
 
     /// The typed id.

@@ -14,6 +14,14 @@ public struct SyncReport: Sendable {
         public var evicted: [EvictedBook] = []
     }
 
+    /// An entry that offered no free EPUB or PDF.
+    public struct SkippedEntry: Sendable, Hashable {
+        /// The entry's title, when it has one.
+        public var title: String?
+        /// Why it was skipped, such as "no free EPUB or PDF (only acquisition/buy)".
+        public var reason: String
+    }
+
     /// The source's key.
     public var source: String
     /// The format detected.
@@ -30,6 +38,11 @@ public struct SyncReport: Sendable {
     /// longer among the first N.
     public var removed: [String]
 
+    /// Entries skipped because they offer no free EPUB or PDF (they take no `keep` slot).
+    public var skippedEntries: [SkippedEntry] = []
+    /// The section of a navigation feed that was followed, if any.
+    public var section: String?
+
     /// Books among the wanted that are now cached.
     public var inCache: Int { items.filter { $0.status != "failed" }.count }
     /// Of those, how many were cached before.
@@ -39,8 +52,12 @@ public struct SyncReport: Sendable {
     /// Whether every wanted book ended in the cache.
     public var isComplete: Bool { skipped || failed == 0 }
 
-    /// "X of Y synced, Z already cached, W failed, V removed".
+    /// "7 of 7 cached (3 new, 4 already cached), 2 entries skipped (no free EPUB or PDF), 0 failed, 1 removed".
     public var summary: String {
-        "\(inCache) of \(wanted) synced, \(alreadyCached) already cached, \(failed) failed, \(removed.count) removed"
+        var text = "\(inCache) of \(wanted) cached (\(inCache - alreadyCached) new, \(alreadyCached) already cached)"
+        if !skippedEntries.isEmpty {
+            text += ", \(skippedEntries.count) \(skippedEntries.count == 1 ? "entry" : "entries") skipped (no free EPUB or PDF)"
+        }
+        return text + ", \(failed) failed, \(removed.count) removed"
     }
 }

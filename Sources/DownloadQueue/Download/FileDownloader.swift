@@ -47,6 +47,7 @@ public struct FileDownloader: Sendable {
     ///     partial file when it fails in a way a later attempt can resume.
     ///   - computesBlockCRC32: Also compute ``DownloadedFile/blockCRC32`` when the body is at least
     ///     ``blockCRC32MinimumLength`` bytes or of unknown length.
+    ///   - credentials: Credentials for the URL's host, answered to its `401` only.
     ///   - checkHead: Called with the response head before any byte is written; throw to refuse.
     ///   - onProgress: Called as bytes arrive.
     /// - Returns: The file's size, SHA-256 and the server's validators.
@@ -57,6 +58,7 @@ public struct FileDownloader: Sendable {
         maxBytes: Int64 = .max,
         resume: Bool = false,
         computesBlockCRC32: Bool = false,
+        credentials: HTTPCredentials? = nil,
         checkHead: @Sendable (ResponseHead) throws -> Void = { _ in },
         onProgress: @Sendable (DownloadProgress) -> Void = { _ in }
     ) async throws -> DownloadedFile {
@@ -74,13 +76,13 @@ public struct FileDownloader: Sendable {
             Self.discard(destination)
         }
 
-        var response = try await transport.send(TransportRequest(url: url, headers: headers))
+        var response = try await transport.send(TransportRequest(url: url, headers: headers, credentials: credentials))
         if response.statusCode == 416 && offset > 0 {
             // The partial no longer fits the file on the server: start over, whole.
             logger.debug("range not satisfiable; starting over", metadata: ["url": "\(URLRedaction.redacted(url))"])
             Self.discard(destination)
             offset = 0
-            response = try await transport.send(TransportRequest(url: url))
+            response = try await transport.send(TransportRequest(url: url, credentials: credentials))
         }
         let finalURL = response.finalURL
         let expectedBody: Int64?

@@ -187,7 +187,7 @@ public actor DownloadQueue {
             do {
                 let file = try await downloader.download(
                     from: request.url, to: request.destination, maxBytes: request.maxBytes, resume: request.resume,
-                    computesBlockCRC32: request.computesBlockCRC32, checkHead: request.checkHead,
+                    computesBlockCRC32: request.computesBlockCRC32, credentials: request.credentials, checkHead: request.checkHead,
                     onProgress: { [weak self] progress in
                         self?.emit(.progress(id, progress), to: events)
                     })

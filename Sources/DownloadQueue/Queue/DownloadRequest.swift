@@ -24,6 +24,9 @@ public struct DownloadRequest: Sendable {
     /// bodies of at least ``FileDownloader/blockCRC32MinimumLength`` bytes or of unknown length.
     /// Off by default.
     public var computesBlockCRC32 = false
+    /// Credentials for the URL's host, answered to its `401` (Basic or Digest) and never sent
+    /// to another host.
+    public var credentials: HTTPCredentials?
 
     /// Creates a request.
     /// - Parameters:

@@ -92,20 +92,22 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
         }
     }
 
+    /// Sends the request; a `401` from the host that `request.credentials` are for is answered
+    /// once, with Digest or Basic as its `WWW-Authenticate` asks. Credentials written into the URL
+    /// (`user:password@`) are taken out of it and answered the same way.
     public func send(_ request: TransportRequest) async throws -> TransportResponse {
-        var httpRequest = HTTPClientRequest(url: request.url.absoluteString)
-        httpRequest.method = .GET
-        for header in request.headers {
-            httpRequest.headers.add(name: header.name, value: header.value)
-        }
-        let response: HTTPClientResponse
-        do {
-            response = try await client.execute(httpRequest, deadline: .distantFuture, logger: logger)
-        } catch {
-            throw DownloadError.classifying(error, url: request.url)
+        let url = HTTPCredentials.removingUserInfo(from: request.url)
+        let credentials = request.credentials ?? HTTPCredentials(userInfoOf: request.url)
+        var response = try await execute(url, headers: request.headers)
+        var finalURL = response.url ?? url
+        if response.status == .unauthorized, let credentials, credentials.applies(to: finalURL),
+            let authorization = credentials.authorization(answering: response.headers["WWW-Authenticate"], for: finalURL)
+        {
+            await discard(response.body)
+            response = try await execute(finalURL, headers: request.headers + [("Authorization", authorization)])
+            finalURL = response.url ?? finalURL
         }
         let headers = response.headers.map { (name: $0.name, value: $0.value) }
-        let finalURL = response.url ?? request.url
         let body = ResponseBody(TranslatingBody(base: response.body, url: finalURL))
         return TransportResponse(
             statusCode: Int(response.status.code),
@@ -113,6 +115,28 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
             finalURL: finalURL,
             body: body
         )
+    }
+
+    private func execute(_ url: URL, headers: [(name: String, value: String)]) async throws -> HTTPClientResponse {
+        var httpRequest = HTTPClientRequest(url: url.absoluteString)
+        httpRequest.method = .GET
+        for header in headers {
+            httpRequest.headers.add(name: header.name, value: header.value)
+        }
+        do {
+            return try await client.execute(httpRequest, deadline: .distantFuture, logger: logger)
+        } catch {
+            throw DownloadError.classifying(error, url: url)
+        }
+    }
+
+    /// Reads and drops a small body (a `401` page), so its connection can be reused.
+    private func discard(_ body: HTTPClientResponse.Body) async {
+        do {
+            _ = try await body.collect(upTo: 64 << 10)
+        } catch {
+            logger.debug("the body of a 401 could not be read; its connection is closed", metadata: ["error": "\(error)"])
+        }
     }
 }
 

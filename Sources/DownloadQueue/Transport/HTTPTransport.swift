@@ -23,14 +23,18 @@ public struct TransportRequest: Sendable {
     public var url: URL
     /// Extra request headers, in order.
     public var headers: [(name: String, value: String)]
+    /// Credentials to answer a `401` from their own host with (Basic or Digest).
+    public var credentials: HTTPCredentials?
 
     /// Creates a request.
     /// - Parameters:
     ///   - url: The absolute `http` or `https` URL.
     ///   - headers: Extra request headers, in order.
-    public init(url: URL, headers: [(name: String, value: String)] = []) {
+    ///   - credentials: Credentials for the URL's host, answered to its challenge only.
+    public init(url: URL, headers: [(name: String, value: String)] = [], credentials: HTTPCredentials? = nil) {
         self.url = url
         self.headers = headers
+        self.credentials = credentials
     }
 }
 

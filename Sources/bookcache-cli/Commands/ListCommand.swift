@@ -101,6 +101,15 @@ enum ListedBook {
     private struct JSONWriter {
         var bytes: [UInt8] = []
 
+        mutating func stringArray(_ strings: [String]) {
+            append("[")
+            for (index, text) in strings.enumerated() {
+                if index > 0 { append(", ") }
+                string(text)
+            }
+            append("]")
+        }
+
         mutating func record(_ book: CachedBookMetadata, last: Bool) {
             append("  {\n")
             var first = true
@@ -112,6 +121,7 @@ enum ListedBook {
                 append("\" : ")
                 write(&self)
             }
+            if !book.authors.isEmpty { field("authors") { $0.stringArray(book.authors) } }
             field("bookId") { $0.string(book.bookId) }
             field("bookType") { $0.string(book.bookType.rawValue) }
             field("checksum") { $0.string(book.checksum) }
@@ -130,14 +140,7 @@ enum ListedBook {
             field("pinned") { $0.append(book.pinned ? "true" : "false") }
             field("status") { $0.string(ListedBook.status(book)) }
             if !book.syncSources.isEmpty {
-                field("syncSources") { writer in
-                    writer.append("[")
-                    for (index, source) in book.syncSources.enumerated() {
-                        if index > 0 { writer.append(", ") }
-                        writer.string(source)
-                    }
-                    writer.append("]")
-                }
+                field("syncSources") { $0.stringArray(book.syncSources) }
             }
             field("title") { $0.string(book.title) }
             append(last ? "\n  }\n" : "\n  },\n")

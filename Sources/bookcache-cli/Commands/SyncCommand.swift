@@ -9,7 +9,14 @@ struct SyncCommand: AsyncParsableCommand {
         discussion: """
             SOURCE is a JSON Lines manifest (a file, - for stdin, or an http(s) URL; the same format \
             as 'download --from') or an OPDS catalog feed (OPDS 1.2 Atom or OPDS 2.0 JSON), detected \
-            from the content. The first N books are cached (failures are skipped); books that an \
+            from the content. From a navigation feed (calibre-server's /opds, a reader app's root \
+            catalogue) the newest-first section is followed, or the one --section names; pages are \
+            followed through rel="next" until N books are found. An entry's book is its free EPUB \
+            or PDF (acquisition or open-access; never a sample, buy, borrow or subscribe link); \
+            entries without one are skipped and take no slot. A catalogue behind a login takes \
+            http://USER:PASSWORD@host/… or --user (Basic or Digest, sent only to its host).
+
+            The first N books are cached (failures are skipped); books that an \
             earlier sync of the same SOURCE brought in and that are no longer among them are \
             removed — never books added by 'download', never pinned ones. Within --min-interval of \
             the last successful sync of SOURCE nothing is done, unless --force. Exit 0 when all N \
@@ -31,6 +38,15 @@ struct SyncCommand: AsyncParsableCommand {
     @Option(name: .customLong("min-interval"), help: ArgumentHelp("Do nothing if the last successful sync of SOURCE was this recent, such as 4h.", valueName: "duration"))
     var minInterval: String?
 
+    @Option(help: ArgumentHelp("The section of a navigation feed to follow, by title (default: the newest-first one).", valueName: "title"))
+    var section: String?
+
+    @Option(help: ArgumentHelp("The formats to take, most wanted first: epub,pdf (the default), pdf,epub, epub or pdf.", valueName: "list"))
+    var format: String = "epub,pdf"
+
+    @Option(help: ArgumentHelp("A login for the catalogue's host, as curl takes it (sent only to that host, when it asks).", valueName: "user:password"))
+    var user: String?
+
     @Flag(help: "Sync even within --min-interval.")
     var force = false
 
@@ -50,8 +66,22 @@ struct SyncCommand: AsyncParsableCommand {
         }
     }
 
+    private var formats: [BookFormat] {
+        get throws {
+            let names = format.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+            let formats = try names.map { name -> BookFormat in
+                guard let format = BookFormat(rawValue: name) else { throw ValidationError("--format: '\(name)' is not epub or pdf.") }
+                return format
+            }
+            guard !formats.isEmpty, Set(formats).count == formats.count else { throw ValidationError("--format: give epub, pdf, or both once each, such as pdf,epub.") }
+            return formats
+        }
+    }
+
     func validate() throws {
         _ = try parsedOptions
+        _ = try formats
+        if user != nil, !source.contains("://") { throw ValidationError("--user goes with an http(s) SOURCE.") }
         guard (1...64).contains(concurrency) else { throw ValidationError("--concurrency must be between 1 and 64.") }
         if source.contains("://") {
             do { _ = try BookDownloadRequest.parseURL(source) } catch { throw ValidationError(error.message) }
@@ -63,10 +93,18 @@ struct SyncCommand: AsyncParsableCommand {
     func run() async throws {
         let (keepCount, interval) = try parsedOptions
         let manager = try global.makeManager(concurrency: concurrency)
+        let formats = try self.formats
         let report: SyncReport
         do {
             let syncSource = try SyncSource(parsing: source) { FileHandle.standardInput.readDataToEndOfFile() }
-            report = try await manager.sync(syncSource, keep: keepCount, type: type, minInterval: interval, force: force)
+            var credentials: HTTPCredentials?
+            if let user, case .url(let url) = syncSource {
+                let parts = user.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
+                credentials = HTTPCredentials(user: String(parts[0]), password: parts.count > 1 ? String(parts[1]) : "", for: url)
+            }
+            report = try await manager.sync(
+                syncSource, keep: keepCount, type: type, formats: formats, section: section, credentials: credentials,
+                minInterval: interval, force: force)
         } catch {
             throw fail(error)
         }
@@ -84,7 +122,9 @@ struct SyncCommand: AsyncParsableCommand {
         if json {
             let object: [String: Any] = [
                 "source": report.source, "format": report.format ?? NSNull(), "skipped": false, "wanted": report.wanted,
-                "synced": report.inCache, "alreadyCached": report.alreadyCached, "failed": report.failed, "removed": report.removed,
+                "synced": report.inCache, "alreadyCached": report.alreadyCached, "new": report.inCache - report.alreadyCached,
+                "failed": report.failed, "removed": report.removed, "section": report.section ?? NSNull(),
+                "skippedEntries": report.skippedEntries.map { ["title": $0.title ?? NSNull(), "reason": $0.reason] as [String: Any] },
                 "items": report.items.map {
                     [
                         "id": $0.id ?? NSNull(), "status": $0.status, "error": $0.error ?? NSNull(),
@@ -103,6 +143,8 @@ struct SyncCommand: AsyncParsableCommand {
                 }
             }
             for id in report.removed { Terminal.write("removed \(id)") }
+            if let section = report.section { Terminal.write("section: \(section)") }
+            for entry in report.skippedEntries { Terminal.write("skipped \(entry.title.map { "'\($0)'" } ?? "an entry"): \(entry.reason)") }
             Terminal.write(report.summary)
         }
         if !report.isComplete { throw ExitCode.failure }
