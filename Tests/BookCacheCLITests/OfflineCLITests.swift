@@ -63,7 +63,7 @@ struct OfflineCLITests {
 
         let first = try await bookcache(["sync", feed.path, "--keep", "2", "--min-interval", "4h"], cache)
         #expect(first.status == 0, "\(first.stderr)")
-        #expect(first.stdout.contains("2 of 2 synced, 0 already cached, 0 failed, 0 removed"))
+        #expect(first.stdout.contains("2 of 2 cached (2 new, 0 already cached), 0 failed, 0 removed"))
         let skipped = try await bookcache(["sync", feed.path, "--keep", "3", "--min-interval", "4h"], cache)
         #expect(skipped.status == 0)
         #expect(skipped.stdout.contains("nothing to do"))

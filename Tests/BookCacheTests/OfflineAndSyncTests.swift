@@ -151,11 +151,11 @@ struct SyncTests {
             // A book the user downloaded, which the feed also lists
             _ = try await manager.download(try request(server, "b1.epub", id: "ebook-b1"))
             var report = try await manager.sync(manifest(server, 0..<6), keep: 3)
-            #expect(report.summary == "3 of 3 synced, 1 already cached, 0 failed, 0 removed")
+            #expect(report.summary == "3 of 3 cached (2 new, 1 already cached), 0 failed, 0 removed")
             try await manager.pin(BookID(parsing: "ebook-b2"))
             // The feed moves on: now b3, b4, b5 are first
             report = try await manager.sync(manifest(server, 3..<6), keep: 3, force: true)
-            #expect(report.summary == "3 of 3 synced, 0 already cached, 0 failed, 1 removed")
+            #expect(report.summary == "3 of 3 cached (3 new, 0 already cached), 0 failed, 1 removed")
             #expect(report.removed == ["ebook-b0"])
             #expect(try await manager.allBooks().map(\.id) == ["ebook-b1", "ebook-b2", "ebook-b3", "ebook-b4", "ebook-b5"])
         }
@@ -186,7 +186,7 @@ struct SyncTests {
             let manager = makeManager(dir, clock: clock)
             let text = "\(server.baseURL)/b0.epub\n\(server.baseURL)/missing.epub\n{\"url\": 3}\n\(server.baseURL)/b1.epub\n"
             let report = try await manager.sync(.data(Data(text.utf8), name: "mixed"), keep: 10, minInterval: 3600)
-            #expect(report.summary == "2 of 4 synced, 0 already cached, 2 failed, 0 removed")
+            #expect(report.summary == "2 of 4 cached (2 new, 0 already cached), 2 failed, 0 removed")
             #expect(!report.isComplete)
             let again = try await manager.sync(.data(Data(text.utf8), name: "mixed"), keep: 10, minInterval: 3600)
             #expect(!again.skipped, "a sync with failures is retried")
@@ -222,7 +222,9 @@ struct SyncTests {
             let report = try await manager.sync(.url(URL(string: "\(server.baseURL)/feed.xml")!), keep: 3)
             await manager.waitForBackgroundWork()
             #expect(report.format == "OPDS 1.2")
-            #expect(report.summary == "2 of 3 synced, 0 already cached, 1 failed, 0 removed")
+            // The entry without a book is skipped, not failed, and takes no slot.
+            #expect(report.summary == "2 of 2 cached (2 new, 0 already cached), 1 entry skipped (no free EPUB or PDF), 0 failed, 0 removed")
+            #expect(report.isComplete)
             let books = try await manager.allBooks()
             #expect(books.map(\.title) == ["Zero", "One"])
             // Ids come from the entries' <id>s: urn:b0 is made safe and given a hash.
@@ -244,7 +246,7 @@ struct SyncTests {
             let report = try await makeManager(dir).sync(.data(Data(feed.utf8), name: "opds2"), keep: 2)
             #expect(report.format == "OPDS 2.0")
             #expect(report.items.map { $0.id?.prefix("ebook-b2-".count) } == ["ebook-b2-", "ebook-b0-"])
-            #expect(report.summary == "2 of 2 synced, 0 already cached, 0 failed, 0 removed")
+            #expect(report.summary == "2 of 2 cached (2 new, 0 already cached), 0 failed, 0 removed")
         }
     }
 

@@ -135,7 +135,8 @@ extension BookCacheManager {
                 throw .invalidArgument(
                     "\(source.key): the catalogue's sections lead more than \(Self.maxSyncLevels) levels deep without a book; give the URL of the section to sync")
             }
-            let chosen = try Self.choose(from: page.sections, named: nameUsed ? nil : section, source: source.key)
+            let chosen = try Self.choose(
+                from: page.sections, named: nameUsed ? nil : section, source: pageURL.map(URLRedaction.redacted) ?? source.key)
             nameUsed = nameUsed || section != nil
             listing.section = chosen.title
             (data, pageURL) = try await fetch(chosen.url, login: login)

@@ -8,9 +8,9 @@ import Foundation
 /// `navigation` or `groups`), or a JSON Lines manifest — detected from the content, not the name.
 ///
 /// What counts as the book of an OPDS entry: a link whose `rel` is
-/// `http://opds-spec.org/acquisition` or `…/acquisition/open-access` and whose type — or, for an
-/// indirect acquisition, the type it leads to — is EPUB or PDF. Samples, `buy`, `borrow` and
-/// `subscribe` links are never fetched; an entry without a free EPUB or PDF is
+/// `http://opds-spec.org/acquisition` or `…/acquisition/open-access` and whose type is EPUB or
+/// PDF. Samples, `buy`, `borrow` and `subscribe` links are never fetched, nor indirect
+/// acquisitions (a web page or DRM licence in front of the book); an entry without a free EPUB or PDF is
 /// ``SyncEntry/Outcome/skipped(title:reason:)``, not a failure. When an entry offers both formats,
 /// ``formats`` decides.
 public struct FeedParser: Sendable {
@@ -119,7 +119,10 @@ public struct FeedParser: Sendable {
             }
         }
         for link in delegate.feedLinks where link.rels.contains(Self.sortNew) {
-            if let url = URL(string: link.href), !sections.contains(where: { $0.url == url }) {
+            guard let url = URL(string: link.href) else { continue }
+            if let index = sections.firstIndex(where: { $0.url == url }) {
+                sections[index].isNewestFirst = true
+            } else {
                 sections.insert(FeedSection(title: link.title ?? "Newest", url: url, isNewestFirst: true), at: 0)
             }
         }
@@ -255,7 +258,9 @@ public struct FeedParser: Sendable {
         let identifier = (metadata["identifier"] as? String).flatMap { $0.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty ? nil : $0 }
         var authors: [String] = []
         for contributor in (metadata["author"] as? [Any]) ?? (metadata["author"].map { [$0] } ?? []) {
-            if let name = Self.text(of: contributor, language: language) ?? Self.text(of: (contributor as? [String: Any])?["name"], language: language) {
+            // A contributor is a name, a language map of names, or an object with a `name`.
+            let name = (contributor as? [String: Any]).map { $0["name"] as Any } ?? contributor
+            if let name = Self.text(of: name, language: language) {
                 authors.append(name)
             }
         }
@@ -338,17 +343,23 @@ public struct FeedParser: Sendable {
     private func makeEntry(
         position: Int, identifier: String?, title: String?, authors: [String], links: [Link], images: [String]
     ) -> SyncEntry {
+        // Only a link that downloads the EPUB or PDF itself is the book. An indirect acquisition
+        // (`opds:indirectAcquisition`, OPDS 2 `indirectAcquisition`) leads through something
+        // else first — a web page, a DRM licence — so fetching it would not give the book.
         let free = links.compactMap { link -> (Link, BookFormat)? in
-            guard link.rels.contains(where: Self.acquisitionRels.contains) else { return nil }
-            if let format = Self.format(ofType: link.type) { return (link, format) }
-            if let format = link.indirectTypes.lazy.compactMap(Self.format(ofType:)).first { return (link, format) }
-            return nil
+            guard link.rels.contains(where: Self.acquisitionRels.contains), let format = Self.format(ofType: link.type) else { return nil }
+            return (link, format)
+        }
+        let indirect = links.first { link in
+            link.rels.contains(where: Self.acquisitionRels.contains) && link.indirectTypes.contains { Self.format(ofType: $0) != nil }
         }
         guard let (acquisition, _) = formats.lazy.compactMap({ wanted in free.first { $0.1 == wanted } }).first else {
             let offered = Set(links.filter { $0.rels.contains { $0.hasPrefix("http://opds-spec.org/acquisition") } }.map(\.rels).joined())
             let reason: String
             if !free.isEmpty {
                 reason = "only \(Set(free.map(\.1.rawValue)).sorted().joined(separator: ", ")), not \(formats.map(\.rawValue).joined(separator: " or "))"
+            } else if let indirect {
+                reason = "the EPUB or PDF is behind \(Self.mediaType(indirect.type).isEmpty ? "another resource" : Self.mediaType(indirect.type)) (an indirect acquisition), not a download"
             } else if !offered.isEmpty {
                 reason = "no free EPUB or PDF (only \(offered.map { $0.replacingOccurrences(of: "http://opds-spec.org/acquisition", with: "acquisition") }.sorted().joined(separator: ", ")))"
             } else {

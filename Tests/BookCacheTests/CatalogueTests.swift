@@ -1,0 +1,233 @@
+import BookCacheTestSupport
+import DownloadQueue
+import Foundation
+import Testing
+
+@testable import BookCache
+
+/// Sync against real catalogue feeds (Feedbooks' OPDS test catalog, kept in `Fixtures/feeds`),
+/// served on loopback with their hosts rewritten, and the catalogue rules each of them tests.
+@Suite("Real catalogues")
+struct CatalogueTests {
+    let alice: Data
+    let pride: Data
+    init() throws {
+        alice = try Fixtures.data("alice.epub")
+        pride = try Fixtures.data("pride.epub")
+    }
+
+    static let feeds = Fixtures.books.deletingLastPathComponent().appendingPathComponent("feeds/feedbooks-opds-test-catalog")
+
+    /// Serves the Feedbooks feeds at their own paths, with every absolute link pointed at `server`,
+    /// and small books at the paths the feeds link to.
+    func serveFeedbooks(_ server: TestHTTPServer) throws {
+        let files = [
+            "catalog/root.xml", "catalog/links/new.xml", "catalog/acquisition/main.xml", "catalog/acquisition/page2.xml",
+            "catalog/acquisition/sample_borrow.xml", "opds-2/navigation.json", "opds-2/home.json", "opds-2/publications.json",
+        ]
+        for file in files {
+            var text = try String(contentsOf: Self.feeds.appendingPathComponent(file), encoding: .utf8)
+            text = text.replacingOccurrences(of: "https://feedbooks.github.io", with: server.baseURL)
+            text = text.replacingOccurrences(of: "http://www.feedbooks.com", with: server.baseURL)
+            server.setFile(Data(text.utf8), at: "opds-test-catalog/" + file)
+        }
+        server.setFile(alice, at: "book/52.epub")
+        server.setFile(Data("<html><body>Buy me</body></html>".utf8), at: "book/52")
+        for name in ["chambrejaune", "centredelaterre", "moby"] {
+            server.setFile(pride, at: "opds-test-catalog/assets/\(name)/file.epub")
+        }
+    }
+
+    func url(_ server: TestHTTPServer, _ path: String) -> SyncSource {
+        .url(URL(string: "\(server.baseURL)/opds-test-catalog/\(path)")!)
+    }
+
+    @Test("an acquisition feed across two pages: free EPUBs cached, samples, shops, loans and indirect links skipped, none failed")
+    func acquisitionRules() async throws {
+        try await withServerAndDirectory { server, dir in
+            try serveFeedbooks(server)
+            let manager = makeManager(dir)
+            let report = try await manager.sync(url(server, "catalog/acquisition/main.xml"), keep: 20)
+            // Entries 1–7 (acquisition, open-access) and page 2's entry 18 are books; 8–17 are not.
+            #expect(report.summary == "8 of 8 cached (8 new, 0 already cached), 10 entries skipped (no free EPUB or PDF), 0 failed, 0 removed")
+            #expect(report.isComplete)
+            #expect(server.requestCount(for: "/opds-test-catalog/catalog/acquisition/page2.xml") == 1)
+            #expect(server.requestCount(for: "/book/52") == 0, "a buy, borrow or indirect link is never fetched")
+            let reasons = Dictionary(report.skippedEntries.map { ($0.title ?? "", $0.reason) }, uniquingKeysWith: { first, _ in first })
+            #expect(reasons["Acquisition: Sample"] == "no free EPUB or PDF (only acquisition/sample)")
+            #expect(reasons["Acquisition: Indirect good"]?.contains("indirect acquisition") == true)
+            let books = try await manager.allBooks()
+            #expect(books.count == 8)
+            #expect(Set(books.map(\.title)).contains("Paging: Page 2 item"))
+            #expect(books.first { $0.title == "Pride and Prejudice" }?.authors == ["Jane Austen"])
+        }
+    }
+
+    @Test("keep counts books only, and pages are read only until enough are found")
+    func keepStopsPaging() async throws {
+        try await withServerAndDirectory { server, dir in
+            try serveFeedbooks(server)
+            let report = try await makeManager(dir).sync(url(server, "catalog/acquisition/main.xml"), keep: 3)
+            #expect(report.summary == "3 of 3 cached (3 new, 0 already cached), 0 failed, 0 removed")
+            #expect(server.requestCount(for: "/opds-test-catalog/catalog/acquisition/page2.xml") == 0)
+        }
+    }
+
+    @Test("from the navigation root: the 'New' section, then its newest-first link, lead to the books")
+    func navigationRoot() async throws {
+        try await withServerAndDirectory { server, dir in
+            try serveFeedbooks(server)
+            let report = try await makeManager(dir).sync(url(server, "catalog/root.xml"), keep: 2)
+            #expect(report.section == "First Acquisition feed", "new.xml marks its subsection newest-first")
+            #expect(report.format == "OPDS 1.2")
+            #expect(report.summary == "2 of 2 cached (2 new, 0 already cached), 0 failed, 0 removed")
+            #expect(server.requestCount(for: "/opds-test-catalog/catalog/links/new.xml") == 1)
+        }
+    }
+
+    @Test("--section picks a section by title; an unknown one is refused with the list of sections")
+    func sectionByTitle() async throws {
+        try await withServerAndDirectory { server, dir in
+            try serveFeedbooks(server)
+            let manager = makeManager(dir)
+            let report = try await manager.sync(url(server, "catalog/root.xml"), keep: 1, section: "first acquisition feed")
+            #expect(report.section == "First Acquisition feed")
+            #expect(report.inCache == 1)
+            let error = await #expect(throws: BookCacheError.self) {
+                try await manager.sync(url(server, "catalog/root.xml"), keep: 1, section: "Bestsellers", force: true)
+            }
+            #expect(error?.message.contains("has no section 'Bestsellers'") == true)
+            #expect(error?.message.contains("Link: Popular") == true, "the sections are listed: \(error?.message ?? "")")
+        }
+    }
+
+    @Test("OPDS 2: a navigation document's sort/new link (relative) leads to publications; WebPub is skipped")
+    func opds2Navigation() async throws {
+        try await withServerAndDirectory { server, dir in
+            try serveFeedbooks(server)
+            let report = try await makeManager(dir).sync(url(server, "opds-2/navigation.json"), keep: 5)
+            #expect(report.section == "New Releases (Relative URI)")
+            #expect(report.format == "OPDS 2.0")
+            #expect(report.summary == "1 of 1 cached (1 new, 0 already cached), 1 entry skipped (no free EPUB or PDF), 0 failed, 0 removed")
+            #expect(report.skippedEntries.first?.title == "Moby-Dick")
+        }
+    }
+
+    @Test("OPDS 2: entries naming one identifier are one book")
+    func opds2SameIdentifier() async throws {
+        try await withServerAndDirectory { server, dir in
+            try serveFeedbooks(server)
+            let report = try await makeManager(dir).sync(url(server, "opds-2/publications.json"), keep: 5)
+            #expect(report.wanted == 1)
+            #expect(report.items.first?.id?.hasPrefix("ebook-fr.feedbooks.com_book_1474_voyage-au-centre-de-la-terre-") == true)
+        }
+    }
+
+    @Test("a next link that leads back to a page already read ends the listing")
+    func pageLoop() async throws {
+        try await withServerAndDirectory(files: ["b.epub": alice]) { server, dir in
+            let feed = """
+                <feed xmlns="http://www.w3.org/2005/Atom"><title>Loop</title>
+                <link rel="next" href="loop.xml" type="application/atom+xml;profile=opds-catalog;kind=acquisition"/>
+                <entry><title>B</title><id>urn:b</id><link rel="http://opds-spec.org/acquisition" type="application/epub+zip" href="b.epub"/></entry>
+                </feed>
+                """
+            server.setFile(Data(feed.utf8), at: "loop.xml")
+            let report = try await makeManager(dir).sync(.url(URL(string: "\(server.baseURL)/loop.xml")!), keep: 10)
+            #expect(report.wanted == 1)
+            #expect(server.requestCount(for: "/loop.xml") == 1)
+        }
+    }
+
+    // MARK: Parsing details
+
+    @Test("format preference: EPUB first by default, PDF first when asked; an entry of neither is skipped")
+    func formatPreference() throws {
+        let feed = """
+            <feed xmlns="http://www.w3.org/2005/Atom"><title>t</title>
+            <entry><title>Both</title><id>urn:x:both</id>
+              <link rel="http://opds-spec.org/acquisition" type="application/pdf" href="https://e.com/both.pdf"/>
+              <link rel="http://opds-spec.org/acquisition" type="application/epub+zip; charset=binary" href="https://e.com/both.epub"/>
+            </entry>
+            <entry><title>Mobi</title><id>urn:x:mobi</id>
+              <link rel="http://opds-spec.org/acquisition" type="application/x-mobipocket-ebook" href="https://e.com/m.mobi"/>
+            </entry>
+            </feed>
+            """
+        let epubFirst = try FeedParser().page(in: Data(feed.utf8))
+        #expect(epubFirst.entries.first?.request?.url.absoluteString == "https://e.com/both.epub")
+        let pdfFirst = try FeedParser(formats: [.pdf, .epub]).page(in: Data(feed.utf8))
+        #expect(pdfFirst.entries.first?.request?.url.absoluteString == "https://e.com/both.pdf")
+        let pdfOnly = try FeedParser(formats: [.pdf]).page(in: Data(feed.utf8))
+        #expect(pdfOnly.entries.first?.request != nil)
+        guard case .skipped(let title, _) = epubFirst.entries.last?.outcome else {
+            Issue.record("a MOBI-only entry is skipped")
+            return
+        }
+        #expect(title == "Mobi")
+    }
+
+    @Test("xml:base and protocol-relative links resolve, from a file with no URL of its own")
+    func xmlBase() throws {
+        let feed = """
+            <feed xmlns="http://www.w3.org/2005/Atom" xml:base="https://www.gutenberg.org/ebooks/search.opds/"><title>t</title>
+            <entry><title>A</title><id>urn:a</id>
+              <link rel="http://opds-spec.org/acquisition" type="application/epub+zip" href="//www.gutenberg.org/ebooks/1342.epub3.images"/>
+            </entry>
+            <entry xml:base="https://mirror.example/files/"><title>B</title><id>urn:b</id>
+              <link rel="http://opds-spec.org/acquisition/open-access" type="application/epub+zip" href="b.epub"/>
+              <link rel="http://opds-spec.org/image/thumbnail" type="image/png" href="small.png"/>
+              <link rel="http://opds-spec.org/image" type="image/png" href="cover.png"/>
+            </entry>
+            </feed>
+            """
+        let page = try FeedParser().page(in: Data(feed.utf8))
+        #expect(page.entries.map { $0.request?.url.absoluteString } == ["https://www.gutenberg.org/ebooks/1342.epub3.images", "https://mirror.example/files/b.epub"])
+        #expect(page.entries.last?.request?.coverURL?.absoluteString == "https://mirror.example/files/cover.png", "the cover, not the thumbnail")
+    }
+
+    @Test("OPDS 2 language maps: the entry's language, else English, else the first; authors as names or objects")
+    func languageMaps() throws {
+        let feed = """
+            {"metadata": {"title": "t"}, "publications": [
+              {"metadata": {"title": {"en": "English", "fr": "Français"}, "language": "fr", "identifier": "urn:isbn:1",
+                            "author": [{"name": {"de": "Autor", "fr": "Auteur"}}, "Second"]},
+               "links": [{"rel": "http://opds-spec.org/acquisition/open-access", "type": "application/epub+zip", "href": "https://e.com/1.epub"}]},
+              {"metadata": {"title": {"de": "Deutsch", "it": "Italiano"}, "identifier": "urn:isbn:2", "author": "Solo"},
+               "links": [{"rel": "http://opds-spec.org/acquisition", "type": "application/epub+zip", "href": "https://e.com/2.epub"}]}
+            ]}
+            """
+        let page = try FeedParser().page(in: Data(feed.utf8))
+        #expect(page.entries.map { $0.request?.title } == ["Français", "Deutsch"])
+        #expect(page.entries.map { $0.request?.authors } == [["Auteur", "Second"], ["Solo"]])
+        #expect(page.entries.first?.request?.id.bookId.hasPrefix("isbn_1-") == true, "the id comes from the identifier")
+    }
+
+    // MARK: Logins
+
+    @Test("Digest answers as RFC 2617's worked example does")
+    func digestExample() throws {
+        let credentials = HTTPCredentials(user: "Mufasa", password: "Circle Of Life", for: URL(string: "http://www.nowhere.org/")!)
+        let challenge = #"Digest realm="testrealm@host.com", qop="auth,auth-int", nonce="dcd98b7102dd2f0e8b11d0f600bfb0c093", opaque="5ccc069c403ebaf9f0171e9517f40e41""#
+        let answer = try #require(
+            credentials.authorization(answering: [challenge], for: URL(string: "http://www.nowhere.org/dir/index.html")!, cnonce: "0a4f113b"))
+        #expect(answer.hasPrefix("Digest "))
+        #expect(answer.contains(#"response="6629fae49393a05397450978507c4ef1""#), "\(answer)")
+        #expect(answer.contains(#"opaque="5ccc069c403ebaf9f0171e9517f40e41""#))
+        #expect(answer.contains("nc=00000001") && answer.contains("qop=auth"))
+    }
+
+    @Test("Basic when that is all the server offers; Digest preferred when both are; nothing for unknown schemes")
+    func schemeChoice() throws {
+        let credentials = HTTPCredentials(user: "reader", password: "s3cret", for: URL(string: "http://127.0.0.1:8080/opds")!)
+        let url = URL(string: "http://127.0.0.1:8080/opds")!
+        #expect(credentials.authorization(answering: [#"Basic realm="calibre""#], for: url) == "Basic cmVhZGVyOnMzY3JldA==")
+        let both = credentials.authorization(answering: [#"Basic realm="x", Digest realm="x", nonce="n", qop="auth""#], for: url)
+        #expect(both?.hasPrefix("Digest ") == true)
+        #expect(credentials.authorization(answering: [#"Bearer realm="x""#], for: url) == nil)
+        #expect(credentials.applies(to: URL(string: "http://127.0.0.1:8080/get/epub/1/lib")!))
+        #expect(!credentials.applies(to: URL(string: "http://127.0.0.1:8081/get/epub/1/lib")!), "another port is another host")
+        #expect(!credentials.applies(to: URL(string: "https://127.0.0.1:8080/x")!))
+        #expect("\(credentials)" == "reader:***@http://127.0.0.1:8080")
+    }
+}
