@@ -53,6 +53,20 @@ public enum ProcessRunner {
         guard FileManager.default.isExecutableFile(atPath: url.path) else {
             throw ProcessRunnerError(message: "\(url.path) is not built; run 'swift build' first")
         }
+        return try launch(at: url, arguments, environment: environment, stdin: stdin)
+    }
+
+    /// Runs a program given by its path (a system tool such as `/usr/bin/calibredb`) to its end.
+    public static func run(
+        at url: URL, _ arguments: [String], environment: [String: String] = [:]
+    ) async throws -> ProcessResult {
+        try await launch(at: url, arguments, environment: environment, stdin: Data()).wait()
+    }
+
+    /// Starts a program given by its path and returns at once.
+    public static func launch(
+        at url: URL, _ arguments: [String], environment: [String: String] = [:], stdin: Data? = nil
+    ) throws -> RunningProcess {
         let process = Process()
         process.executableURL = url
         process.arguments = arguments

@@ -1,0 +1,138 @@
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// A real calibre-server (Debian's `calibre`) on 127.0.0.1, over a library built with `calibredb`,
+/// for integration tests. calibre allows one server per user at a time, so tests run them one
+/// after another.
+public final class CalibreServer: Sendable {
+    /// How the server asks for a login.
+    public enum Login: Sendable {
+        case open
+        case digest(user: String, password: String)
+        case basic(user: String, password: String)
+    }
+
+    /// Whether `calibre-server` and `calibredb` are installed.
+    public static var isInstalled: Bool {
+        ["calibre-server", "calibredb"].allSatisfy { FileManager.default.isExecutableFile(atPath: "/usr/bin/\($0)") }
+    }
+
+    /// Runs `calibredb` on `library`, failing with its output when it fails.
+    @discardableResult
+    public static func calibredb(_ arguments: [String], library: URL) async throws -> String {
+        let result = try await ProcessRunner.run(
+            at: URL(fileURLWithPath: "/usr/bin/calibredb"), arguments + ["--library-path", library.path],
+            environment: ["XDG_RUNTIME_DIR": NSTemporaryDirectory()])
+        guard result.status == 0 else {
+            throw ProcessRunnerError(message: "calibredb \(arguments.joined(separator: " ")) failed: \(result.stderr) \(result.stdout)")
+        }
+        return result.stdout
+    }
+
+    private let process: Process
+    private let exited = Mutex(false)
+    /// The server's root, `http://127.0.0.1:PORT`.
+    public let baseURL: String
+
+    private init(process: Process, port: Int) {
+        self.process = process
+        self.baseURL = "http://127.0.0.1:\(port)"
+    }
+
+    /// Starts a server and returns once it says it is listening.
+    /// - Parameters:
+    ///   - library: A calibre library folder.
+    ///   - login: Open, or with one user by Digest or Basic.
+    ///   - maxOPDSItems: Books per OPDS page.
+    ///   - workDirectory: Where the user database goes.
+    public static func start(library: URL, login: Login, maxOPDSItems: Int, workDirectory: URL) async throws -> CalibreServer {
+        let port = try freePort()
+        var arguments = ["--port", "\(port)", "--listen-on", "127.0.0.1", "--max-opds-items", "\(maxOPDSItems)"]
+        switch login {
+        case .open:
+            break
+        case .digest(let user, let password), .basic(let user, let password):
+            let database = workDirectory.appendingPathComponent("users-\(port).sqlite")
+            let added = try await ProcessRunner.run(
+                at: URL(fileURLWithPath: "/usr/bin/calibre-server"), ["--userdb", database.path, "--manage-users", "--", "add", user, password],
+                environment: ["XDG_RUNTIME_DIR": NSTemporaryDirectory()])
+            guard added.status == 0 else { throw ProcessRunnerError(message: "calibre-server --manage-users failed: \(added.stderr)") }
+            arguments += ["--enable-auth", "--userdb", database.path]
+            if case .basic = login { arguments += ["--auth-mode", "basic"] } else { arguments += ["--auth-mode", "digest"] }
+        }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/calibre-server")
+        process.arguments = arguments + [library.path]
+        var environment = ProcessInfo.processInfo.environment
+        environment["XDG_RUNTIME_DIR"] = NSTemporaryDirectory()
+        process.environment = environment
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        let server = CalibreServer(process: process, port: port)
+        // Its output is read on a thread of its own until it says it listens, or ends.
+        let said: String = await withCheckedContinuation { continuation in
+            Thread {
+                var text = ""
+                while true {
+                    let chunk = output.fileHandleForReading.availableData
+                    if chunk.isEmpty {
+                        continuation.resume(returning: text)
+                        return
+                    }
+                    text += String(decoding: chunk, as: UTF8.self)
+                    if text.contains("listening on") {
+                        continuation.resume(returning: text)
+                        // Keep draining, so a chatty server never blocks on a full pipe.
+                        while !output.fileHandleForReading.availableData.isEmpty {}
+                        return
+                    }
+                }
+            }.start()
+        }
+        guard said.contains("listening on") else {
+            throw ProcessRunnerError(message: "calibre-server did not start: \(said)")
+        }
+        return server
+    }
+
+    /// Stops the server and waits for it to exit.
+    public func stop() async {
+        guard !exited.withLock({ $0 }) else { return }
+        // calibre-server may take its time over SIGTERM; its state does not matter to a test.
+        kill(process.processIdentifier, SIGKILL)
+        let process = self.process
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            Thread {
+                process.waitUntilExit()
+                continuation.resume()
+            }.start()
+        }
+        exited.withLock { $0 = true }
+    }
+
+    /// A port nothing listens on now: the kernel picks one for a socket bound to port 0.
+    private static func freePort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw ProcessRunnerError(message: "socket() failed") }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+        }
+        guard bound else { throw ProcessRunnerError(message: "cannot find a free port") }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+}

@@ -1,0 +1,98 @@
+import BookCacheTestSupport
+import Foundation
+import Testing
+
+/// `bookcache sync` against a real calibre-server (Debian's `calibre`, which `scripts/test.sh`
+/// installs): open, with Digest and with Basic logins, three books to a page.
+@Suite("bookcache sync against calibre-server", .serialized)
+struct CalibreServerTests {
+    func bookcache(_ arguments: [String], _ cache: String) async throws -> ProcessResult {
+        try await ProcessRunner.run("bookcache", arguments + ["--cache-dir", cache], environment: ["BOOKCACHE_RESERVE": "0"])
+    }
+
+    /// A library of eight EPUB books (one also with a PDF) added oldest first, then one with only
+    /// a MOBI, which is the newest.
+    func makeLibrary(in dir: TemporaryDirectory) async throws -> URL {
+        let library = dir.path("library")
+        let books = ["alice.epub", "pride.epub"]
+        for n in 1...8 {
+            let file = Fixtures.books.appendingPathComponent(books[n % 2])
+            try await CalibreServer.calibredb(
+                ["add", "--duplicates", "--title", "Book \(n)", "--authors", "Author \(n)", file.path], library: library)
+        }
+        try await CalibreServer.calibredb(["add_format", "1", Fixtures.books.appendingPathComponent("fixture-monthly-2024-05.pdf").path], library: library)
+        try await CalibreServer.calibredb(["add", "--empty", "--title", "Only MOBI", "--authors", "M"], library: library)
+        let mobi = dir.path("only.mobi")
+        try Data("BOOKMOBI".utf8).write(to: mobi)
+        try await CalibreServer.calibredb(["add_format", "9", mobi.path], library: library)
+        return library
+    }
+
+    func ids(_ cache: String) async throws -> [[String: Any]] {
+        let list = try await bookcache(["list", "--json"], cache)
+        return try JSONSerialization.jsonObject(with: Data(list.stdout.utf8)) as? [[String: Any]] ?? []
+    }
+
+    @Test(
+        "the root catalogue, open, with Digest and with Basic: the newest N, each its own book with its cover and title",
+        .enabled(if: CalibreServer.isInstalled, "calibre-server is not installed; scripts/test.sh installs Debian's calibre"))
+    func calibre() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let library = try await makeLibrary(in: dir)
+
+        // Open: the root is a navigation feed; "By Newest" is followed, paged three at a time.
+        let open = try await CalibreServer.start(library: library, login: .open, maxOPDSItems: 3, workDirectory: dir.url)
+        do {
+            let cache = dir.path("open").path
+            let first = try await bookcache(["sync", "\(open.baseURL)/opds", "--keep", "5", "--min-interval", "4h"], cache)
+            #expect(first.status == 0, "\(first.stdout) \(first.stderr)")
+            #expect(first.stdout.contains("section: By Newest"), "\(first.stdout)")
+            #expect(first.stdout.contains("5 of 5 cached (5 new, 0 already cached), 1 entry skipped (no free EPUB or PDF), 0 failed"), "\(first.stdout)")
+            #expect(first.stdout.contains("skipped 'Only MOBI'"))
+            let records = try await ids(cache)
+            #expect(Set(records.compactMap { $0["title"] as? String }) == ["Book 8", "Book 7", "Book 6", "Book 5", "Book 4"])
+            #expect(Set(records.compactMap { $0["localPath"] as? String }).count == 5, "five files, not one")
+            #expect(records.allSatisfy { ($0["coverPath"] as? String)?.hasSuffix(".cover.jpg") == true }, "\(records)")
+            #expect(records.allSatisfy { ($0["authors"] as? [String])?.count == 1 })
+            let again = try await bookcache(["sync", "\(open.baseURL)/opds", "--keep", "5", "--min-interval", "4h"], cache)
+            #expect(again.status == 0)
+            #expect(again.stdout.contains("nothing to do"), "\(again.stdout)")
+            let pdfFirst = try await bookcache(["sync", "\(open.baseURL)/opds", "--keep", "8", "--format", "pdf,epub", "--force"], cache)
+            #expect(pdfFirst.status == 0, "\(pdfFirst.stderr)")
+            #expect(try await ids(cache).contains { $0["title"] as? String == "Book 1" && $0["format"] as? String == "pdf" })
+        }
+        await open.stop()
+
+        // Digest (calibre's default): refused without a login, cached with one in the URL.
+        let digest = try await CalibreServer.start(
+            library: library, login: .digest(user: "reader", password: "s3cret"), maxOPDSItems: 3, workDirectory: dir.url)
+        do {
+            let cache = dir.path("digest").path
+            let refused = try await bookcache(["sync", "\(digest.baseURL)/opds", "--keep", "2"], cache)
+            #expect(refused.status == 1)
+            #expect(refused.stderr.contains("HTTP 401; the catalogue asks for a login"), "\(refused.stderr)")
+            let url = digest.baseURL.replacingOccurrences(of: "http://", with: "http://reader:s3cret@")
+            let synced = try await bookcache(["sync", "\(url)/opds", "--keep", "2"], cache)
+            #expect(synced.status == 0, "\(synced.stdout) \(synced.stderr)")
+            #expect(synced.stdout.contains("2 of 2 cached"))
+            #expect(!synced.stdout.contains("s3cret") && !synced.stderr.contains("s3cret"))
+            let list = try await bookcache(["list", "--json"], cache)
+            #expect(!list.stdout.contains("s3cret"), "no password in the index")
+            let wrong = try await bookcache(["sync", "\(digest.baseURL)/opds", "--user", "reader:nope", "--keep", "2", "--force"], cache)
+            #expect(wrong.stderr.contains("the login was refused"), "\(wrong.stderr)")
+        }
+        await digest.stop()
+
+        // Basic, with --user.
+        let basic = try await CalibreServer.start(
+            library: library, login: .basic(user: "reader", password: "s3cret"), maxOPDSItems: 3, workDirectory: dir.url)
+        do {
+            let cache = dir.path("basic").path
+            let synced = try await bookcache(["sync", "\(basic.baseURL)/opds", "--user", "reader:s3cret", "--keep", "4"], cache)
+            #expect(synced.status == 0, "\(synced.stdout) \(synced.stderr)")
+            #expect(synced.stdout.contains("4 of 4 cached (4 new, 0 already cached), 1 entry skipped"), "\(synced.stdout)")
+        }
+        await basic.stop()
+    }
+}
