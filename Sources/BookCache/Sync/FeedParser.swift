@@ -360,6 +360,10 @@ public struct FeedParser: Sendable {
                 reason = "only \(Set(free.map(\.1.rawValue)).sorted().joined(separator: ", ")), not \(formats.map(\.rawValue).joined(separator: " or "))"
             } else if let indirect {
                 reason = "the EPUB or PDF is behind \(Self.mediaType(indirect.type).isEmpty ? "another resource" : Self.mediaType(indirect.type)) (an indirect acquisition), not a download"
+            } else if case let types = Set(links.filter { $0.rels.contains(where: Self.acquisitionRels.contains) }.map { Self.mediaType($0.type) }),
+                !types.isEmpty
+            {
+                reason = "no EPUB or PDF (only \(types.map { $0.isEmpty ? "a file of unknown type" : $0 }.sorted().joined(separator: ", ")))"
             } else if !offered.isEmpty {
                 reason = "no free EPUB or PDF (only \(offered.map { $0.replacingOccurrences(of: "http://opds-spec.org/acquisition", with: "acquisition") }.sorted().joined(separator: ", ")))"
             } else {
