@@ -92,6 +92,11 @@ struct CalibreServerTests {
             let synced = try await bookcache(["sync", "\(basic.baseURL)/opds", "--user", "reader:s3cret", "--keep", "4"], cache)
             #expect(synced.status == 0, "\(synced.stdout) \(synced.stderr)")
             #expect(synced.stdout.contains("4 of 4 cached (4 new, 0 already cached), 1 entry skipped"), "\(synced.stdout)")
+            let netrc = dir.path("netrc")
+            try Data("machine 127.0.0.1 login reader password s3cret\n".utf8).write(to: netrc)
+            let fromNetrc = try await bookcache(["sync", "\(basic.baseURL)/opds", "--netrc-file", netrc.path, "--keep", "4", "--force"], cache)
+            #expect(fromNetrc.status == 0, "\(fromNetrc.stderr)")
+            #expect(fromNetrc.stdout.contains("4 of 4 cached (0 new, 4 already cached)"), "\(fromNetrc.stdout)")
         }
         await basic.stop()
     }

@@ -230,4 +230,23 @@ struct CatalogueTests {
         #expect(!credentials.applies(to: URL(string: "https://127.0.0.1:8080/x")!))
         #expect("\(credentials)" == "reader:***@http://127.0.0.1:8080")
     }
+
+    @Test("netrc: the machine's entry, else default; macro bodies are not read as settings")
+    func netrc() {
+        let text = """
+            machine other.example login someone password else
+            macdef init
+            machine library.example login trap password trap
+
+            machine Library.Example
+              login reader
+              password s3cret
+            default login anonymous password guest
+            """
+        let found = HTTPCredentials(netrc: text, for: URL(string: "http://library.example:8080/opds")!)
+        #expect(found?.user == "reader" && found?.password == "s3cret")
+        #expect(found?.applies(to: URL(string: "http://library.example:8080/get/1")!) == true)
+        #expect(HTTPCredentials(netrc: text, for: URL(string: "https://elsewhere.example/")!)?.user == "anonymous")
+        #expect(HTTPCredentials(netrc: "machine a.example login x", for: URL(string: "https://b.example/")!) == nil)
+    }
 }

@@ -34,6 +34,52 @@ public struct HTTPCredentials: Sendable, Hashable, CustomStringConvertible {
         self.init(user: user, password: components.password ?? "", for: url)
     }
 
+    /// The credentials a `.netrc` file gives for the host of `url`: its `machine` entry, else
+    /// `default`, as curl and ftp read the file (`macdef` blocks are skipped). `nil` when neither
+    /// names a login.
+    /// - Parameters:
+    ///   - netrc: The file's text.
+    ///   - url: The URL to log in to.
+    public init?(netrc: String, for url: URL) {
+        guard let host = url.host?.lowercased() else { return nil }
+        // The words of the file, leaving out macro bodies (a `macdef` runs to the next empty line).
+        var words: [Substring] = []
+        var inMacro = false
+        for line in netrc.split(separator: "\n", omittingEmptySubsequences: false) {
+            let lineWords = line.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\r" })
+            if inMacro {
+                if lineWords.isEmpty { inMacro = false }
+                continue
+            }
+            if let macro = lineWords.firstIndex(of: "macdef") {
+                words += lineWords[..<macro]
+                inMacro = true
+            } else {
+                words += lineWords
+            }
+        }
+        var entries: [(machine: String?, login: String?, password: String?)] = []
+        var index = words.startIndex
+        func next() -> String? {
+            guard index < words.endIndex else { return nil }
+            defer { index += 1 }
+            return String(words[index])
+        }
+        while let word = next() {
+            switch word {
+            case "machine": entries.append((next()?.lowercased(), nil, nil))
+            case "default": entries.append((nil, nil, nil))
+            case "login" where !entries.isEmpty: entries[entries.count - 1].login = next()
+            case "password" where !entries.isEmpty: entries[entries.count - 1].password = next()
+            default: continue
+            }
+        }
+        guard let entry = entries.first(where: { $0.machine == host }) ?? entries.first(where: { $0.machine == nil }), let login = entry.login else {
+            return nil
+        }
+        self.init(user: login, password: entry.password ?? "", for: url)
+    }
+
     /// Whether these credentials may be sent to `url`: the same scheme, host and port.
     public func applies(to url: URL) -> Bool {
         Self.origin(of: url) == origin

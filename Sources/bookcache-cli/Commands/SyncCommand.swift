@@ -47,6 +47,12 @@ struct SyncCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("A login for the catalogue's host, as curl takes it (sent only to that host, when it asks).", valueName: "user:password"))
     var user: String?
 
+    @Flag(help: "Take the catalogue's login from ~/.netrc (or $NETRC), as curl --netrc does.")
+    var netrc = false
+
+    @Option(name: .customLong("netrc-file"), help: ArgumentHelp("Take the catalogue's login from this netrc file.", valueName: "file"))
+    var netrcFile: String?
+
     @Flag(help: "Sync even within --min-interval.")
     var force = false
 
@@ -78,8 +84,34 @@ struct SyncCommand: AsyncParsableCommand {
         }
     }
 
+    /// The netrc file to read, when asked for.
+    private var netrcPath: String? {
+        if let netrcFile { return netrcFile }
+        guard netrc else { return nil }
+        return ProcessInfo.processInfo.environment["NETRC"] ?? (NSHomeDirectory() + "/.netrc")
+    }
+
+    /// The login for the source's host: `--user`, else the netrc file when asked for (a URL with
+    /// `user:password@` carries its own).
+    private func credentials(for source: String) throws -> HTTPCredentials? {
+        guard source.contains("://"), let url = URL(string: source) else { return nil }
+        if let user {
+            let parts = user.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
+            return HTTPCredentials(user: String(parts[0]), password: parts.count > 1 ? String(parts[1]) : "", for: url)
+        }
+        guard HTTPCredentials(userInfoOf: url) == nil, let file = netrcPath else { return nil }
+        let text: String
+        do {
+            text = try String(contentsOfFile: file, encoding: .utf8)
+        } catch {
+            throw ValidationError("Cannot read the netrc file \(file): \(error.localizedDescription).")
+        }
+        return HTTPCredentials(netrc: text, for: url)
+    }
+
     func validate() throws {
         _ = try parsedOptions
+        if (netrc || netrcFile != nil) && user != nil { throw ValidationError("--user and --netrc are alternatives; give one.") }
         _ = try formats
         if user != nil, !source.contains("://") { throw ValidationError("--user goes with an http(s) SOURCE.") }
         guard (1...64).contains(concurrency) else { throw ValidationError("--concurrency must be between 1 and 64.") }
@@ -94,14 +126,10 @@ struct SyncCommand: AsyncParsableCommand {
         let (keepCount, interval) = try parsedOptions
         let manager = try global.makeManager(concurrency: concurrency)
         let formats = try self.formats
+        let credentials = try credentials(for: source)
         let report: SyncReport
         do {
             let syncSource = try SyncSource(parsing: source) { FileHandle.standardInput.readDataToEndOfFile() }
-            var credentials: HTTPCredentials?
-            if let user, case .url(let url) = syncSource {
-                let parts = user.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
-                credentials = HTTPCredentials(user: String(parts[0]), password: parts.count > 1 ? String(parts[1]) : "", for: url)
-            }
             report = try await manager.sync(
                 syncSource, keep: keepCount, type: type, formats: formats, section: section, credentials: credentials,
                 minInterval: interval, force: force)
