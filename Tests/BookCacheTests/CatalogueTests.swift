@@ -63,6 +63,22 @@ struct CatalogueTests {
         }
     }
 
+    @Test("a standalone entry document with only a sample and a borrow link: one entry, skipped")
+    func entryDocument() async throws {
+        try await withServerAndDirectory { server, dir in
+            try serveFeedbooks(server)
+            let report = try await makeManager(dir).sync(url(server, "catalog/acquisition/sample_borrow.xml"), keep: 5)
+            #expect(report.summary == "0 of 0 cached (0 new, 0 already cached), 1 entry skipped (no free EPUB or PDF), 0 failed, 0 removed")
+            #expect(report.isComplete)
+        }
+    }
+
+    @Test("an XML document that is not a feed says so")
+    func notAFeed() throws {
+        let error = #expect(throws: BookCacheError.self) { try FeedParser().page(in: Data("<html><body>Sign in</body></html>".utf8)) }
+        #expect(error?.message.contains("its root element is <html>") == true)
+    }
+
     @Test("keep counts books only, and pages are read only until enough are found")
     func keepStopsPaging() async throws {
         try await withServerAndDirectory { server, dir in

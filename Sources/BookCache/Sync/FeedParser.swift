@@ -103,8 +103,12 @@ public struct FeedParser: Sendable {
         parser.shouldResolveExternalEntities = false
         parser.delegate = delegate
         let ok = parser.parse()
-        guard ok, parser.parserError == nil, delegate.depth == 0, delegate.sawFeed else {
+        guard ok, parser.parserError == nil, delegate.depth == 0 else {
             throw .invalidArgument("the OPDS feed is not well-formed XML\(parser.parserError.map { " (\($0.localizedDescription))" } ?? "")")
+        }
+        guard delegate.sawFeed else {
+            throw .invalidArgument(
+                "the document is XML but not an OPDS feed or entry (its root element is <\(delegate.rootName)>); check that the URL is the catalogue's")
         }
         var entries: [SyncEntry] = []
         var sections: [FeedSection] = []
@@ -144,6 +148,7 @@ public struct FeedParser: Sendable {
         var text = ""
         var depth = 0
         var sawFeed = false
+        var rootName = ""
         /// The depth of the open `<entry>`, so only its own `<id>` and `<title>` count.
         var entryDepth = 0
         /// The base URL in force at each open element (`xml:base`, else the feed's URL).
@@ -166,7 +171,11 @@ public struct FeedParser: Sendable {
         func parser(_ parser: XMLParser, didStartElement name: String, namespaceURI: String?, qualifiedName: String?, attributes: [String: String] = [:]) {
             depth += 1
             if depth > 64 { parser.abortParsing() }
-            if depth == 1 { sawFeed = name == "feed" }
+            if depth == 1 {
+                // A feed, or a standalone entry document (an OPDS "complete entry").
+                rootName = name
+                sawFeed = name == "feed" || name == "entry"
+            }
             var base = bases.last ?? nil
             if let xmlBase = attributes["xml:base"] ?? attributes["base"] {
                 base = xmlBase.contains("://") ? URL(string: xmlBase) : URL(string: xmlBase, relativeTo: base)?.absoluteURL
