@@ -12,9 +12,10 @@ struct SyncCommand: AsyncParsableCommand {
             from the content. From a navigation feed (calibre-server's /opds, a reader app's root \
             catalogue) the newest-first section is followed, or the one --section names; pages are \
             followed through rel="next" until N books are found. An entry's book is its free EPUB \
-            or PDF (acquisition or open-access; never a sample, buy, borrow or subscribe link); \
-            entries without one are skipped and take no slot. A catalogue behind a login takes \
-            http://USER:PASSWORD@host/… or --user (Basic or Digest, sent only to its host).
+            or PDF (acquisition or open-access; never a sample, buy, borrow, subscribe or indirect \
+            link); entries without one are skipped and take no slot. A catalogue behind a login \
+            takes http://USER:PASSWORD@host/…, --user or --netrc (Basic or Digest, answered only \
+            to the catalogue's own host).
 
             The first N books are cached (failures are skipped); books that an \
             earlier sync of the same SOURCE brought in and that are no longer among them are \
