@@ -65,6 +65,7 @@ public final class TestHTTPServer: Sendable {
         var slowBodies: (chunk: Int, pause: TimeAmount)?
         var held: [EventLoopPromise<Void>] = []
         var arrivalWaiters: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
+        var basicAuth: (pathPrefix: String, authorization: String)?
     }
 
     private let state = Mutex(State())
@@ -251,8 +252,20 @@ public final class TestHTTPServer: Sendable {
         state.withLock { $0.inFlight -= 1 }
     }
 
+    /// Answers requests below `pathPrefix` with `401` and a Basic challenge unless they carry
+    /// this user's `Authorization`.
+    public func requireBasicAuth(user: String, password: String, below pathPrefix: String = "/") {
+        let token = "Basic " + Data("\(user):\(password)".utf8).base64EncodedString()
+        state.withLock { $0.basicAuth = (pathPrefix, token) }
+    }
+
     fileprivate func reply(to uri: String, headers: HTTPHeaders) -> Reply {
         let (path, query) = Self.split(uri)
+        if let auth = state.withLock({ $0.basicAuth }), path.hasPrefix(auth.pathPrefix), headers.first(name: "Authorization") != auth.authorization {
+            var reply = Self.statusReply(401)
+            reply.headers.replaceOrAdd(name: "WWW-Authenticate", value: #"Basic realm="bookcache test""#)
+            return reply
+        }
         let fault = state.withLock { state -> Fault? in
             guard var queue = state.faults[path], !queue.isEmpty else { return nil }
             let next = queue.removeFirst()

@@ -265,4 +265,39 @@ struct CatalogueTests {
         #expect(HTTPCredentials(netrc: text, for: URL(string: "https://elsewhere.example/")!)?.user == "anonymous")
         #expect(HTTPCredentials(netrc: "machine a.example login x", for: URL(string: "https://b.example/")!) == nil)
     }
+
+    @Test("a catalogue behind Basic: the login is answered only when asked, only to its host; a redirect elsewhere drops it")
+    func loginStaysWithItsHost() async throws {
+        try await withServerAndDirectory(files: ["private/a.epub": alice, "b.epub": pride]) { server, dir in
+            server.requireBasicAuth(user: "reader", password: "s3cret", below: "/private/")
+            let port = server.port
+            let feed = """
+                <feed xmlns="http://www.w3.org/2005/Atom"><title>Private</title>
+                <entry><title>Same host</title><id>urn:a</id>
+                  <link rel="http://opds-spec.org/acquisition" type="application/epub+zip" href="a.epub"/></entry>
+                <entry><title>Other host</title><id>urn:b</id>
+                  <link rel="http://opds-spec.org/acquisition" type="application/epub+zip" href="http://localhost:\(port)/b.epub"/></entry>
+                <entry><title>Moved</title><id>urn:c</id>
+                  <link rel="http://opds-spec.org/acquisition" type="application/epub+zip" href="moved.epub"/></entry>
+                </feed>
+                """
+            server.setFile(Data(feed.utf8), at: "private/feed.xml")
+            server.setFile(alice, at: "private/moved.epub")
+            server.enqueueFault(.redirect(to: "http://localhost:\(port)/b.epub"), for: "/private/moved.epub")
+            let manager = makeManager(dir)
+            let report = try await manager.sync(.url(URL(string: "http://reader:s3cret@127.0.0.1:\(port)/private/feed.xml")!), keep: 5)
+            #expect(report.summary == "3 of 3 cached (3 new, 0 already cached), 0 failed, 0 removed", "\(report.items)")
+
+            let requests = server.requests
+            #expect(requests.first { $0.path == "/private/feed.xml" }?.headers["authorization"] == nil, "never sent before the server asks")
+            #expect(requests.contains { $0.path == "/private/feed.xml" && $0.headers["authorization"] != nil })
+            #expect(requests.contains { $0.path == "/private/a.epub" && $0.headers["authorization"] != nil })
+            let elsewhere = requests.filter { $0.path == "/b.epub" }
+            #expect(elsewhere.count == 2)
+            #expect(elsewhere.allSatisfy { $0.headers["authorization"] == nil }, "another host, directly or by redirect, gets no login")
+            let index = try String(contentsOf: dir.path("cache/metadata.json"), encoding: .utf8)
+            let journal = (try? String(contentsOf: dir.path("cache/metadata.journal"), encoding: .utf8)) ?? ""
+            #expect(!(index + journal).contains("s3cret"), "no password in the index")
+        }
+    }
 }
