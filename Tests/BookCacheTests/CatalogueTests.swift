@@ -300,4 +300,22 @@ struct CatalogueTests {
             #expect(!(index + journal).contains("s3cret"), "no password in the index")
         }
     }
+
+    @Test("OPDS 2 groups: a group's own link and its navigation are sections; its publications count when the feed has none of its own")
+    func opds2Groups() throws {
+        let feed = """
+            {"metadata": {"title": "Home"}, "links": [{"rel": "self", "href": "https://e.com/home.json", "type": "application/opds+json"}],
+             "groups": [
+               {"metadata": {"title": "Newest"}, "links": [{"rel": "self", "href": "https://e.com/new.json", "type": "application/opds+json"}],
+                "publications": [{"metadata": {"title": "Fresh", "identifier": "urn:uuid:1"},
+                                  "links": [{"rel": "http://opds-spec.org/acquisition", "type": "application/epub+zip", "href": "https://e.com/fresh.epub"}]}]},
+               {"metadata": {"title": "Browse"}, "navigation": [{"href": "https://e.com/authors.json", "title": "Authors", "type": "application/opds+json"}]}
+             ]}
+            """
+        let page = try FeedParser().page(in: Data(feed.utf8))
+        #expect(page.format == .opds2)
+        #expect(page.sections.map(\.title) == ["Newest", "Authors"])
+        #expect(page.entries.compactMap { $0.request?.title } == ["Fresh"])
+        #expect(!page.isNavigation, "its publications are books to sync")
+    }
 }

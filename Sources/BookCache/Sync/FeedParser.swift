@@ -233,7 +233,13 @@ public struct FeedParser: Sendable {
 
     private func opds2(_ data: Data) throws(BookCacheError) -> FeedPage {
         guard data.count <= 16 << 20 else { throw .invalidArgument("the feed is larger than 16 MiB") }
-        guard let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else {
+        let parsed: Any
+        do {
+            parsed = try JSONSerialization.jsonObject(with: data)
+        } catch {
+            throw .invalidArgument("the OPDS 2.0 feed is not valid JSON (\(error.localizedDescription))")
+        }
+        guard let object = parsed as? [String: Any] else {
             throw .invalidArgument("the OPDS 2.0 feed is not a JSON object")
         }
         let publications = object["publications"] as? [Any] ?? []
