@@ -20,11 +20,18 @@ let package = Package(
         // C calls Swift's Glibc module does not export (sync_file_range, open file description locks),
         // and zlib's CRC-32 (zlib comes with libzip-dev).
         .target(name: "CBookCacheShims", linkerSettings: [.linkedLibrary("z")]),
+        // libcurl, from Debian's libcurl4-openssl-dev, for the curl transport.
+        .systemLibrary(
+            name: "CCurl",
+            pkgConfig: "libcurl",
+            providers: [.apt(["libcurl4-openssl-dev"]), .brew(["curl"])]
+        ),
         // Knows nothing about books: transport seam, streaming to disk with SHA-256, the queue.
         .target(
             name: "DownloadQueue",
             dependencies: [
                 "CBookCacheShims",
+                "CCurl",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

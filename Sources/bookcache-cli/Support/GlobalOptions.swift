@@ -28,11 +28,21 @@ struct GlobalOptions: ParsableArguments {
         if let reserve = try reserve ?? Self.environmentReserve() {
             configuration.storageReserveBytes = reserve.bytes
         }
-        return BookCacheManager(configuration: configuration, logger: Logger(label: "bookcache"))
+        return BookCacheManager(configuration: configuration, transport: try Self.transport(), logger: Logger(label: "bookcache"))
     }
 }
 
 extension GlobalOptions {
+    /// `BOOKCACHE_TRANSPORT=curl` tries the libcurl transport, which is not the default yet;
+    /// `asynchttpclient` (or unset) is the default.
+    static func transport() throws -> any HTTPTransport {
+        switch ProcessInfo.processInfo.environment["BOOKCACHE_TRANSPORT"]?.lowercased() {
+        case nil, "", "asynchttpclient": return AsyncHTTPClientTransport.shared
+        case "curl": return CurlTransport.shared
+        case let other?: throw ValidationError("BOOKCACHE_TRANSPORT: '\(other)' is not curl or asynchttpclient.")
+        }
+    }
+
     /// `BOOKCACHE_RESERVE`, when set: the free space to keep, for scripts and tests.
     static func environmentReserve() throws -> ByteSize? {
         guard let text = ProcessInfo.processInfo.environment["BOOKCACHE_RESERVE"], !text.isEmpty else { return nil }

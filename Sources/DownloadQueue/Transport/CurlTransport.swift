@@ -1,0 +1,399 @@
+import CCurl
+import Foundation
+import Logging
+import NIOCore
+import Synchronization
+
+/// An ``HTTPTransport`` on libcurl's multi interface: one thread drives every transfer, and each
+/// transfer's bytes flow into its ``ResponseBody`` with backpressure (a body read slowly pauses
+/// its transfer instead of filling memory).
+///
+/// Like ``AsyncHTTPClientTransport`` it sends one `GET`, follows up to ``Configuration/maxRedirects``
+/// redirects to `http` and `https` only, has a connect timeout and an idle-read timeout (no byte
+/// for that long) but no total timeout, and never decompresses. A login
+/// (``TransportRequest/credentials``) is answered with whatever the server asks for (Basic or
+/// Digest), only on the host it is for: libcurl does not send it on after a redirect to another
+/// host.
+///
+/// It is not the default transport yet; see the README.
+public final class CurlTransport: HTTPTransport, Sendable {
+    /// Timeouts and limits.
+    public struct Configuration: Sendable {
+        /// How long a connection may take to open.
+        public var connectTimeout: Duration
+        /// How long a response may go without a byte before it fails as timed out.
+        public var idleReadTimeout: Duration
+        /// The most redirects followed.
+        public var maxRedirects: Int
+
+        /// Creates a configuration: 10 s to connect, 30 s idle, 10 redirects by default.
+        public init(connectTimeout: Duration = .seconds(10), idleReadTimeout: Duration = .seconds(30), maxRedirects: Int = 10) {
+            self.connectTimeout = connectTimeout
+            self.idleReadTimeout = idleReadTimeout
+            self.maxRedirects = maxRedirects
+        }
+    }
+
+    /// A transport shared by the whole process, with the default configuration.
+    public static let shared = CurlTransport()
+
+    private let driver: CurlDriver
+    private let configuration: Configuration
+
+    /// Creates a transport and its driver thread.
+    public init(configuration: Configuration = Configuration()) {
+        self.configuration = configuration
+        self.driver = CurlDriver()
+    }
+
+    public func send(_ request: TransportRequest) async throws -> TransportResponse {
+        let url = HTTPCredentials.removingUserInfo(from: request.url)
+        let credentials = (request.credentials ?? HTTPCredentials(userInfoOf: request.url)).flatMap { $0.applies(to: url) ? $0 : nil }
+        let transfer = CurlTransfer(url: url, headers: request.headers, credentials: credentials, configuration: configuration)
+        let driver = self.driver
+        let head = try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<CurlTransfer.Head, any Error>) in
+                transfer.start(head: continuation)
+                driver.submit(.add(transfer))
+            }
+        } onCancel: {
+            driver.submit(.cancel(transfer))
+        }
+        return TransportResponse(
+            statusCode: head.status, headers: head.headers, finalURL: head.url,
+            body: ResponseBody(CurlBody(transfer: transfer, driver: driver)))
+    }
+}
+
+/// The body of a curl transfer, read once.
+private struct CurlBody: AsyncSequence, Sendable {
+    typealias Element = ByteBuffer
+    let transfer: CurlTransfer
+    let driver: CurlDriver
+
+    func makeAsyncIterator() -> Iterator { Iterator(transfer: transfer, driver: driver) }
+
+    struct Iterator: AsyncIteratorProtocol {
+        let transfer: CurlTransfer
+        let driver: CurlDriver
+
+        mutating func next() async throws -> ByteBuffer? {
+            let transfer = self.transfer
+            let driver = self.driver
+            return try await withTaskCancellationHandler {
+                try await transfer.nextBuffer(unpause: { driver.submit(.unpause(transfer)) })
+            } onCancel: {
+                driver.submit(.cancel(transfer))
+            }
+        }
+    }
+}
+
+/// One transfer: its easy handle (touched only on the driver thread) and the state its caller reads.
+final class CurlTransfer: @unchecked Sendable {
+    struct Head: Sendable {
+        var status: Int
+        var headers: [(name: String, value: String)]
+        var url: URL
+    }
+
+    private struct State {
+        var head: CheckedContinuation<Head, any Error>?
+        var headers: [(name: String, value: String)] = []
+        var buffered: [ByteBuffer] = []
+        var bufferedBytes = 0
+        var paused = false
+        var finished = false
+        var failure: (any Error)?
+        var reader: CheckedContinuation<ByteBuffer?, any Error>?
+    }
+
+    let url: URL
+    let requestHeaders: [(name: String, value: String)]
+    let credentials: HTTPCredentials?
+    let configuration: CurlTransport.Configuration
+    // Set and used on the driver thread only.
+    var handle: UnsafeMutableRawPointer?
+    var headerList: UnsafeMutablePointer<curl_slist>?
+    private let state = Mutex(State())
+
+    /// A body read slower than it arrives pauses the transfer past this many buffered bytes.
+    static let pauseAbove = 4 << 20
+
+    init(url: URL, headers: [(name: String, value: String)], credentials: HTTPCredentials?, configuration: CurlTransport.Configuration) {
+        self.url = url
+        self.requestHeaders = headers
+        self.credentials = credentials
+        self.configuration = configuration
+    }
+
+    func start(head: CheckedContinuation<Head, any Error>) {
+        state.withLock { $0.head = head }
+    }
+
+    // MARK: Driver thread
+
+    /// A header line of some response; a status line starts a new response (after a redirect
+    /// or a `401` answered with a login), so only the last response's headers are kept.
+    func received(headerLine: String) {
+        let line = headerLine.trimmingCharacters(in: .whitespacesAndNewlines)
+        state.withLock { state in
+            if line.hasPrefix("HTTP/") {
+                state.headers = []
+            } else if let colon = line.firstIndex(of: ":") {
+                let name = String(line[..<colon]).trimmingCharacters(in: .whitespaces)
+                let value = String(line[line.index(after: colon)...]).trimmingCharacters(in: .whitespaces)
+                state.headers.append((name, value))
+            }
+        }
+    }
+
+    /// Body bytes. Returns `false` when the transfer must pause (the bytes are then not taken:
+    /// libcurl hands them over again once it is unpaused).
+    func received(body bytes: UnsafeRawBufferPointer, status: Int, effectiveURL: URL?) -> Bool {
+        let (head, reader, accepted): (CheckedContinuation<Head, any Error>?, CheckedContinuation<ByteBuffer?, any Error>?, Bool) =
+            state.withLock { state in
+                let head = state.head.map { continuation -> CheckedContinuation<Head, any Error> in
+                    state.head = nil
+                    return continuation
+                }
+                if state.reader == nil && state.bufferedBytes >= Self.pauseAbove {
+                    state.paused = true
+                    return (head, nil, false)
+                }
+                let buffer = ByteBuffer(bytes: bytes)
+                if let reader = state.reader {
+                    state.reader = nil
+                    return (head, reader, true)
+                }
+                state.buffered.append(buffer)
+                state.bufferedBytes += buffer.readableBytes
+                return (head, nil, true)
+            }
+        head?.resume(returning: makeHead(status: status, effectiveURL: effectiveURL))
+        reader?.resume(returning: ByteBuffer(bytes: bytes))
+        return accepted
+    }
+
+    /// The transfer ended: `error` is nil on success.
+    func finished(status: Int, effectiveURL: URL?, error: DownloadError?) {
+        let (head, reader): (CheckedContinuation<Head, any Error>?, CheckedContinuation<ByteBuffer?, any Error>?) = state.withLock { state in
+            state.finished = true
+            state.failure = error
+            let head = state.head
+            state.head = nil
+            let reader = state.buffered.isEmpty ? state.reader : nil
+            if reader != nil { state.reader = nil }
+            return (head, reader)
+        }
+        if let head {
+            if let error { head.resume(throwing: error) } else { head.resume(returning: makeHead(status: status, effectiveURL: effectiveURL)) }
+        }
+        if let reader {
+            if let error { reader.resume(throwing: error) } else { reader.resume(returning: nil) }
+        }
+    }
+
+    private func makeHead(status: Int, effectiveURL: URL?) -> Head {
+        Head(status: status, headers: state.withLock { $0.headers }, url: effectiveURL ?? url)
+    }
+
+    func resumeIfPaused() -> Bool {
+        state.withLock { state in
+            guard state.paused else { return false }
+            state.paused = false
+            return true
+        }
+    }
+
+    // MARK: Reader
+
+    func nextBuffer(unpause: @Sendable () -> Void) async throws -> ByteBuffer? {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<ByteBuffer?, any Error>) in
+            enum Action {
+                case give(ByteBuffer?)
+                case fail(any Error)
+                case wait(unpause: Bool)
+            }
+            let action: Action = state.withLock { state in
+                if !state.buffered.isEmpty {
+                    let buffer = state.buffered.removeFirst()
+                    state.bufferedBytes -= buffer.readableBytes
+                    return .give(buffer)
+                }
+                if state.finished {
+                    if let failure = state.failure { return .fail(failure) }
+                    return .give(nil)
+                }
+                state.reader = continuation
+                return .wait(unpause: state.paused)
+            }
+            switch action {
+            case .give(let buffer): continuation.resume(returning: buffer)
+            case .fail(let error): continuation.resume(throwing: error)
+            case .wait(let paused): if paused { unpause() }
+            }
+        }
+    }
+}
+
+/// Runs libcurl's multi interface on a thread of its own: transfers are added, cancelled and
+/// unpaused through a command queue, and `curl_multi_poll` sleeps until there is work.
+final class CurlDriver: @unchecked Sendable {
+    enum Command {
+        case add(CurlTransfer)
+        case cancel(CurlTransfer)
+        case unpause(CurlTransfer)
+    }
+
+    // The multi handle is used on the driver thread only, except curl_multi_wakeup, which is
+    // thread-safe.
+    private let multi: UnsafeMutableRawPointer
+    private let commands = Mutex<[Command]>([])
+    private var running: [UnsafeMutableRawPointer: CurlTransfer] = [:]
+
+    init() {
+        curl_global_init(3)  // CURL_GLOBAL_ALL
+        guard let multi = curl_multi_init() else { fatalError("libcurl could not make a multi handle (out of memory)") }
+        self.multi = multi
+        let thread = Thread { [self] in run() }
+        thread.name = "bookcache.curl"
+        thread.start()
+    }
+
+    func submit(_ command: Command) {
+        commands.withLock { $0.append(command) }
+        curl_multi_wakeup(multi)
+    }
+
+    private func run() {
+        while true {
+            for command in commands.withLock({ commands in defer { commands = [] }; return commands }) {
+                switch command {
+                case .add(let transfer): add(transfer)
+                case .cancel(let transfer): finish(transfer, result: nil, cancelled: true)
+                case .unpause(let transfer):
+                    // 0 is CURLPAUSE_CONT.
+                    if let handle = transfer.handle, transfer.resumeIfPaused() { curl_easy_pause(handle, 0) }
+                }
+            }
+            var active: Int32 = 0
+            curl_multi_perform(multi, &active)
+            var left: Int32 = 0
+            while let message = curl_multi_info_read(multi, &left) {
+                guard message.pointee.msg == CURLMSG_DONE, let handle = message.pointee.easy_handle,
+                    let transfer = running[handle]
+                else { continue }
+                finish(transfer, result: bc_message_result(message), cancelled: false)
+            }
+            curl_multi_poll(multi, nil, 0, 1000, nil)
+        }
+    }
+
+    private func add(_ transfer: CurlTransfer) {
+        guard let handle = curl_easy_init() else {
+            transfer.finished(status: 0, effectiveURL: nil, error: DownloadError(kind: .transport, url: transfer.url, detail: "libcurl could not make a handle"))
+            return
+        }
+        let context = Unmanaged.passUnretained(transfer).toOpaque()
+        bc_setopt_string(handle, CURLOPT_URL, transfer.url.absoluteString)
+        bc_setopt_long(handle, CURLOPT_NOSIGNAL, 1)
+        bc_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 1)
+        bc_setopt_long(handle, CURLOPT_MAXREDIRS, transfer.configuration.maxRedirects)
+        bc_setopt_string(handle, CURLOPT_PROTOCOLS_STR, "http,https")
+        bc_setopt_string(handle, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
+        bc_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, Int(transfer.configuration.connectTimeout.wholeMilliseconds))
+        bc_setopt_long(handle, CURLOPT_LOW_SPEED_LIMIT, 1)
+        bc_setopt_long(handle, CURLOPT_LOW_SPEED_TIME, max(1, Int(transfer.configuration.idleReadTimeout.wholeMilliseconds / 1000)))
+        bc_setopt_pointer(handle, CURLOPT_WRITEDATA, context)
+        bc_setopt_pointer(handle, CURLOPT_HEADERDATA, context)
+        bc_setopt_callback(handle, CURLOPT_WRITEFUNCTION, curlWrite)
+        bc_setopt_callback(handle, CURLOPT_HEADERFUNCTION, curlHeader)
+        var list: UnsafeMutablePointer<curl_slist>?
+        for header in transfer.requestHeaders {
+            list = curl_slist_append(list, "\(header.name): \(header.value)")
+        }
+        if let list { bc_setopt_list(handle, CURLOPT_HTTPHEADER, list) }
+        transfer.headerList = list
+        if let credentials = transfer.credentials {
+            bc_setopt_string(handle, CURLOPT_USERNAME, credentials.user)
+            bc_setopt_string(handle, CURLOPT_PASSWORD, credentials.password)
+            // Basic or Digest, as the server's 401 asks: never the password before it asks.
+            bc_setopt_long(handle, CURLOPT_HTTPAUTH, 1 | 2)  // CURLAUTH_BASIC | CURLAUTH_DIGEST
+        }
+        transfer.handle = handle
+        running[handle] = transfer
+        curl_multi_add_handle(multi, handle)
+    }
+
+    private func finish(_ transfer: CurlTransfer, result: CURLcode?, cancelled: Bool) {
+        guard let raw = transfer.handle, running.removeValue(forKey: raw) != nil else { return }
+        let status = bc_getinfo_long(raw, CURLINFO_RESPONSE_CODE)
+        let effective = bc_getinfo_string(raw, CURLINFO_EFFECTIVE_URL).flatMap { URL(string: String(cString: $0)) }
+        let error: DownloadError?
+        if cancelled {
+            error = DownloadError(kind: .cancelled, url: transfer.url)
+        } else if let result, result != CURLE_OK {
+            error = Self.error(result, url: effective ?? transfer.url, connected: bc_getinfo_long(raw, CURLINFO_PRIMARY_PORT) != 0 && status != 0)
+        } else {
+            error = nil
+        }
+        curl_multi_remove_handle(multi, raw)
+        curl_easy_cleanup(raw)
+        curl_slist_free_all(transfer.headerList)
+        transfer.handle = nil
+        transfer.headerList = nil
+        transfer.finished(status: Int(status), effectiveURL: effective, error: error)
+    }
+
+    static func error(_ code: CURLcode, url: URL, connected: Bool) -> DownloadError {
+        let detail = String(cString: curl_easy_strerror(code)).lowercased()
+        switch code {
+        case CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY:
+            return DownloadError(kind: .connectionFailed, url: url, detail: detail)
+        case CURLE_OPERATION_TIMEDOUT:
+            return connected
+                ? DownloadError(kind: .timedOut, url: url, detail: "no data received within the idle-read timeout")
+                : DownloadError(kind: .connectionFailed, url: url, detail: "connect timed out")
+        case CURLE_PARTIAL_FILE, CURLE_RECV_ERROR, CURLE_GOT_NOTHING, CURLE_SEND_ERROR:
+            return DownloadError(kind: .bodyCutShort, url: url, detail: detail)
+        case CURLE_TOO_MANY_REDIRECTS:
+            return DownloadError(kind: .tooManyRedirects, url: url, detail: detail)
+        case CURLE_UNSUPPORTED_PROTOCOL, CURLE_URL_MALFORMAT:
+            return DownloadError(kind: .invalidURL, url: url, detail: detail)
+        case CURLE_WEIRD_SERVER_REPLY, CURLE_BAD_CONTENT_ENCODING:
+            return DownloadError(kind: .invalidResponse, url: url, detail: detail)
+        default:
+            return DownloadError(kind: .transport, url: url, detail: detail)
+        }
+    }
+}
+
+private func transferFrom(_ user: UnsafeMutableRawPointer?) -> CurlTransfer? {
+    user.map { Unmanaged<CurlTransfer>.fromOpaque($0).takeUnretainedValue() }
+}
+
+/// libcurl's write callback: body bytes of the final response.
+private let curlWrite: bc_curl_data_callback = { data, size, count, user in
+    guard let transfer = transferFrom(user), let data else { return 0 }
+    let length = size * count
+    guard let handle = transfer.handle else { return 0 }
+    let status = Int(bc_getinfo_long(handle, CURLINFO_RESPONSE_CODE))
+    let effective = bc_getinfo_string(handle, CURLINFO_EFFECTIVE_URL).flatMap { URL(string: String(cString: $0)) }
+    let accepted = transfer.received(body: UnsafeRawBufferPointer(start: data, count: length), status: status, effectiveURL: effective)
+    return accepted ? length : bc_write_pause()
+}
+
+/// libcurl's header callback: one header line at a time, status lines included.
+private let curlHeader: bc_curl_data_callback = { data, size, count, user in
+    guard let transfer = transferFrom(user), let data else { return 0 }
+    let length = size * count
+    transfer.received(headerLine: String(decoding: UnsafeRawBufferPointer(start: data, count: length), as: UTF8.self))
+    return length
+}
+
+extension Duration {
+    fileprivate var wholeMilliseconds: Int64 {
+        components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000
+    }
+}
