@@ -101,6 +101,22 @@ struct HostileServerTests {
         }
     }
 
+    @Test("the curl transport too: a stalled body fails with the idle-read timeout (whole seconds in libcurl)")
+    func stalledBodyOverCurl() async throws {
+        try await withServerAndDirectory(files: ["alice.epub": alice]) { server, dir in
+            server.enqueueFault(.stall, for: "/alice.epub")
+            let transport = CurlTransport(configuration: .init(idleReadTimeout: .seconds(1)))
+            defer { transport.shutdown() }
+            let manager = BookCacheManager(
+                configuration: BookCacheConfiguration(rootDirectory: dir.path("cache"), storageReserveBytes: 0, retryPolicy: .none),
+                transport: transport)
+            let error = await #expect(throws: BookCacheError.self) {
+                try await manager.download(try request(server, "alice.epub", id: "ebook-a"))
+            }
+            #expect(error?.message.contains("timed out") == true, "\(error?.message ?? "")")
+        }
+    }
+
     @Test("credentials in a URL never reach the log")
     func credentialsRedacted() async throws {
         try await withServerAndDirectory(files: ["alice.epub": alice]) { server, dir in

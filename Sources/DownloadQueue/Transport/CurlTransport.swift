@@ -46,6 +46,11 @@ public final class CurlTransport: HTTPTransport, Sendable {
         self.driver = CurlDriver()
     }
 
+    /// Stops the driver thread once its transfers are cancelled. Do not call it on ``shared``.
+    public func shutdown() {
+        driver.submit(.stop)
+    }
+
     public func send(_ request: TransportRequest) async throws -> TransportResponse {
         let url = HTTPCredentials.removingUserInfo(from: request.url)
         let credentials = (request.credentials ?? HTTPCredentials(userInfoOf: request.url)).flatMap { $0.applies(to: url) ? $0 : nil }
@@ -244,12 +249,13 @@ final class CurlDriver: @unchecked Sendable {
         case add(CurlTransfer)
         case cancel(CurlTransfer)
         case unpause(CurlTransfer)
+        case stop
     }
 
     // The multi handle is used on the driver thread only, except curl_multi_wakeup, which is
     // thread-safe.
     private let multi: UnsafeMutableRawPointer
-    private let commands = Mutex<[Command]>([])
+    private let commands = Mutex<(queue: [Command], stopped: Bool)>(([], false))
     private var running: [UnsafeMutableRawPointer: CurlTransfer] = [:]
 
     init() {
@@ -262,14 +268,25 @@ final class CurlDriver: @unchecked Sendable {
     }
 
     func submit(_ command: Command) {
-        commands.withLock { $0.append(command) }
-        curl_multi_wakeup(multi)
+        let multi = self.multi
+        commands.withLock { commands in
+            // Once stopped, the multi handle is gone: nothing more is taken. The wake-up happens
+            // under the lock, so the driver cannot free the handle in between.
+            guard !commands.stopped else { return }
+            if case .stop = command { commands.stopped = true }
+            commands.queue.append(command)
+            curl_multi_wakeup(multi)
+        }
     }
 
     private func run() {
-        while true {
-            for command in commands.withLock({ commands in defer { commands = [] }; return commands }) {
+        var stopping = false
+        while !stopping {
+            for command in commands.withLock({ commands in defer { commands.queue = [] }; return commands.queue }) {
                 switch command {
+                case .stop:
+                    stopping = true
+                    for transfer in running.values { finish(transfer, result: nil, cancelled: true) }
                 case .add(let transfer): add(transfer)
                 case .cancel(let transfer): finish(transfer, result: nil, cancelled: true)
                 case .unpause(let transfer):
@@ -286,8 +303,9 @@ final class CurlDriver: @unchecked Sendable {
                 else { continue }
                 finish(transfer, result: bc_message_result(message), cancelled: false)
             }
-            curl_multi_poll(multi, nil, 0, 1000, nil)
+            if !stopping { curl_multi_poll(multi, nil, 0, 1000, nil) }
         }
+        curl_multi_cleanup(multi)
     }
 
     private func add(_ transfer: CurlTransfer) {
