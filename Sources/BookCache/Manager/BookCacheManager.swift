@@ -52,7 +52,7 @@ public actor BookCacheManager {
     ///   - logger: Where the library logs; it never prints.
     public init(
         configuration: BookCacheConfiguration,
-        transport: any HTTPTransport = CurlTransport.shared,
+        transport: any HTTPTransport = AsyncHTTPClientTransport.shared,
         logger: Logger = Logger(label: "bookcache", factory: { _ in SwiftLogNoOpLogHandler() })
     ) {
         self.layout = CacheLayout(root: configuration.rootDirectory)
