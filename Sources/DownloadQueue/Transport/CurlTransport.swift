@@ -154,29 +154,32 @@ final class CurlTransfer: @unchecked Sendable {
     }
 
     /// Body bytes. Returns `false` when the transfer must pause (the bytes are then not taken:
-    /// libcurl hands them over again once it is unpaused).
-    func received(body bytes: UnsafeRawBufferPointer, status: Int, effectiveURL: URL?) -> Bool {
-        let (head, reader, accepted): (CheckedContinuation<Head, any Error>?, CheckedContinuation<ByteBuffer?, any Error>?, Bool) =
+    /// libcurl hands them over again once it is unpaused). `head` reads the response's status
+    /// and URL; it is called for the first bytes only.
+    func received(body bytes: UnsafeRawBufferPointer, head readHead: () -> (status: Int, url: URL?)) -> Bool {
+        // The bytes are copied once: to the waiting reader, or into the buffer.
+        let (head, reader, buffer, accepted): (CheckedContinuation<Head, any Error>?, CheckedContinuation<ByteBuffer?, any Error>?, ByteBuffer?, Bool) =
             state.withLock { state in
-                let head = state.head.map { continuation -> CheckedContinuation<Head, any Error> in
-                    state.head = nil
-                    return continuation
-                }
+                let head = state.head
+                state.head = nil
                 if state.reader == nil && state.bufferedBytes >= Self.pauseAbove {
                     state.paused = true
-                    return (head, nil, false)
+                    return (head, nil, nil, false)
                 }
                 let buffer = ByteBuffer(bytes: bytes)
                 if let reader = state.reader {
                     state.reader = nil
-                    return (head, reader, true)
+                    return (head, reader, buffer, true)
                 }
                 state.buffered.append(buffer)
                 state.bufferedBytes += buffer.readableBytes
-                return (head, nil, true)
+                return (head, nil, nil, true)
             }
-        head?.resume(returning: makeHead(status: status, effectiveURL: effectiveURL))
-        reader?.resume(returning: ByteBuffer(bytes: bytes))
+        if let head {
+            let info = readHead()
+            head.resume(returning: makeHead(status: info.status, effectiveURL: info.url))
+        }
+        if let reader, let buffer { reader.resume(returning: buffer) }
         return accepted
     }
 
@@ -346,8 +349,7 @@ final class CurlDriver: @unchecked Sendable {
 
     private func finish(_ transfer: CurlTransfer, result: CURLcode?, cancelled: Bool) {
         guard let raw = transfer.handle, running.removeValue(forKey: raw) != nil else { return }
-        let status = bc_getinfo_long(raw, CURLINFO_RESPONSE_CODE)
-        let effective = bc_getinfo_string(raw, CURLINFO_EFFECTIVE_URL).flatMap { URL(string: String(cString: $0)) }
+        let (status, effective) = headInfo(raw)
         let error: DownloadError?
         if cancelled {
             error = DownloadError(kind: .cancelled, url: transfer.url)
@@ -361,7 +363,7 @@ final class CurlDriver: @unchecked Sendable {
         curl_slist_free_all(transfer.headerList)
         transfer.handle = nil
         transfer.headerList = nil
-        transfer.finished(status: Int(status), effectiveURL: effective, error: error)
+        transfer.finished(status: status, effectiveURL: effective, error: error)
     }
 
     static func error(_ code: CURLcode, url: URL, connected: Bool) -> DownloadError {
@@ -387,6 +389,12 @@ final class CurlDriver: @unchecked Sendable {
     }
 }
 
+/// The status and URL of the response a handle is on (the last one, after redirects).
+private func headInfo(_ handle: UnsafeMutableRawPointer) -> (status: Int, url: URL?) {
+    let url = bc_getinfo_string(handle, CURLINFO_EFFECTIVE_URL).flatMap { URL(string: String(cString: $0)) }
+    return (Int(bc_getinfo_long(handle, CURLINFO_RESPONSE_CODE)), url)
+}
+
 private func transferFrom(_ user: UnsafeMutableRawPointer?) -> CurlTransfer? {
     user.map { Unmanaged<CurlTransfer>.fromOpaque($0).takeUnretainedValue() }
 }
@@ -396,9 +404,7 @@ private let curlWrite: bc_curl_data_callback = { data, size, count, user in
     guard let transfer = transferFrom(user), let data else { return 0 }
     let length = size * count
     guard let handle = transfer.handle else { return 0 }
-    let status = Int(bc_getinfo_long(handle, CURLINFO_RESPONSE_CODE))
-    let effective = bc_getinfo_string(handle, CURLINFO_EFFECTIVE_URL).flatMap { URL(string: String(cString: $0)) }
-    let accepted = transfer.received(body: UnsafeRawBufferPointer(start: data, count: length), status: status, effectiveURL: effective)
+    let accepted = transfer.received(body: UnsafeRawBufferPointer(start: data, count: length), head: { headInfo(handle) })
     return accepted ? length : bc_write_pause()
 }
 
