@@ -60,19 +60,14 @@ extension BookCacheManager {
         await withTaskGroup(of: (Int, SyncReport.Item).self) { group in
             for (position, entry) in wanted.enumerated() {
                 group.addTask {
-                    guard case .book(let listed) = entry.outcome else {
-                        let problem: String
-                        switch entry.outcome {
-                        case .invalid(let invalid): problem = invalid.description
-                        case .skipped(_, let reason): problem = reason
-                        case .book: problem = ""
-                        }
-                        return (position, SyncReport.Item(id: nil, status: "failed", error: problem))
+                    var request: BookDownloadRequest
+                    switch entry {
+                    case .success(let listed): request = listed
+                    case .failure(let problem): return (position, SyncReport.Item(id: nil, status: "failed", error: problem.description))
                     }
-                    var request = listed
                     request.priority = .low
                     request.syncSource = source.key
-                    if let login, login.applies(to: request.url) { request.credentials = login }
+                    request.credentials = login  // the transport answers with it only on the login's own host
                     let id = request.id
                     do throws(BookCacheError) {
                         let result = try await self.download(request, onEvent: { onEvent(id, $0) })
@@ -112,7 +107,7 @@ extension BookCacheManager {
     /// entries among them), the entries skipped, and the section followed.
     struct SyncListing {
         var format: FeedParser.Format
-        var entries: [SyncEntry] = []
+        var entries: [Result<BookDownloadRequest, ManifestProblem>] = []
         var skipped: [SyncReport.SkippedEntry] = []
         var section: String?
     }
@@ -159,11 +154,11 @@ extension BookCacheManager {
                 case .book(let request):
                     guard seen.insert(request.id).inserted else { continue }
                     books += 1
-                    listing.entries.append(entry)
+                    listing.entries.append(.success(request))
                 case .skipped(let title, let reason):
                     listing.skipped.append(SyncReport.SkippedEntry(title: title, reason: reason))
-                case .invalid:
-                    listing.entries.append(entry)
+                case .invalid(let problem):
+                    listing.entries.append(.failure(problem))
                 }
             }
             guard books < keep, let next = page.next else { break }
@@ -248,7 +243,7 @@ extension BookCacheManager {
         let shown = URLRedaction.redacted(url)
         let credentials = login.flatMap { $0.applies(to: url) ? $0 : nil }
         do {
-            let response = try await transport.send(TransportRequest(url: HTTPCredentials.removingUserInfo(from: url), credentials: credentials))
+            let response = try await transport.send(TransportRequest(url: url, credentials: login))
             if response.statusCode == 401 || response.statusCode == 403 {
                 let hint =
                     credentials == nil

@@ -263,16 +263,11 @@ public actor BookCacheManager {
     ) async throws(BookCacheError) -> BookDownloadResult {
         let id = request.id
         if let flight = inFlight[id] {
-            if request.idDerivedFromURL && !BookDownloadRequest.sameDownload(flight.url.absoluteString, request.url) {
-                throw .identifierInUse(id, cachedFrom: flight.url.absoluteString, wanted: request.url)
-            }
+            try request.checkSameBook(asFrom: flight.url.absoluteString)
             return try await Self.value(of: flight.task, id: id)
         }
         if !request.replaceExisting, var record = try cachedRecord(id) {
-            // A derived id stands for its URL only: a record from another URL is another book.
-            if request.idDerivedFromURL && !BookDownloadRequest.sameDownload(record.fileUrl, request.url) {
-                throw .identifierInUse(id, cachedFrom: record.fileUrl, wanted: request.url)
-            }
+            try request.checkSameBook(asFrom: record.fileUrl)
             if request.syncSource == nil && !record.syncSources.isEmpty {
                 // Asked for directly: the book is the user's now, and no sync will remove it.
                 try updateRecord(id) { $0.syncSources = [] }

@@ -176,10 +176,14 @@ public struct BookDownloadRequest: Sendable, Hashable {
         return components.string ?? url.absoluteString
     }
 
-    /// Whether two URLs name the same download (see ``identityKey(for:)``).
-    static func sameDownload(_ lhs: String, _ rhs: URL) -> Bool {
-        guard let left = URL(string: lhs) else { return false }
-        return identityKey(for: left) == identityKey(for: rhs)
+    /// Refuses a cached or in-flight book under this request's id that came from `otherURL`,
+    /// when the id was derived from the URL: a derived id stands for its URL only, so that book
+    /// is another one (see ``idDerivedFromURL``).
+    /// - Throws: ``BookCacheError`` of kind ``BookCacheError/Kind/identifierInUse``.
+    func checkSameBook(asFrom otherURL: String) throws(BookCacheError) {
+        guard idDerivedFromURL else { return }
+        if let other = URL(string: otherURL), Self.identityKey(for: other) == Self.identityKey(for: url) { return }
+        throw .identifierInUse(id, cachedFrom: otherURL, wanted: url)
     }
 
     private static func shortHash(_ text: String) -> String {

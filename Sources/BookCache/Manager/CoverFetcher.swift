@@ -18,7 +18,7 @@ struct CoverFetcher: Sendable {
         let partial = layout.partialFolder.appendingPathComponent("\(id).cover.part")
         do {
             var job = DownloadRequest(url: url, destination: partial.path, priority: .low, maxBytes: Self.maxBytes, resume: false)
-            job.credentials = credentials.flatMap { $0.applies(to: url) ? $0 : nil }
+            job.credentials = credentials  // answered only on the login's own host, by the transport
             _ = try await queue.download(job)
             guard let ext = try Self.imageExtension(of: partial) else {
                 FileDownloader.discard(partial.path)

@@ -78,9 +78,7 @@ struct DownloadContext: Sendable {
                     if !request.replaceExisting, let record = try store.read()[id],
                         FileSystem.fileSize(layout.url(forRelativePath: record.localPath)) == record.fileSize
                     {
-                        if request.idDerivedFromURL && !BookDownloadRequest.sameDownload(record.fileUrl, request.url) {
-                            throw BookCacheError.identifierInUse(id, cachedFrom: record.fileUrl, wanted: request.url)
-                        }
+                        try request.checkSameBook(asFrom: record.fileUrl)
                         throw CachedMeanwhile(record: record)
                     }
                 }

@@ -51,14 +51,6 @@ public struct FeedParser: Sendable {
         return .manifest
     }
 
-    /// The entries of a source, in its order (one page; see ``page(in:)`` for sections and the next page).
-    /// - Throws: ``BookCacheError`` of kind ``BookCacheError/Kind/invalidArgument`` when a feed
-    ///   cannot be read at all.
-    public func entries(in data: Data) throws(BookCacheError) -> (Format, [SyncEntry]) {
-        let page = try page(in: data)
-        return (page.format, page.entries)
-    }
-
     /// One page of a source: entries, sections and the next page.
     /// - Throws: ``BookCacheError`` of kind ``BookCacheError/Kind/invalidArgument`` when a feed
     ///   cannot be read at all.
