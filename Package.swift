@@ -84,6 +84,7 @@ let package = Package(
             dependencies: [
                 "DownloadQueue", "BookCacheTestSupport",
                 .product(name: "Logging", package: "swift-log"), .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
             ]
         ),
         .testTarget(

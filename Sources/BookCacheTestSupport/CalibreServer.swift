@@ -52,7 +52,10 @@ public final class CalibreServer: Sendable {
     ///   - maxOPDSItems: Books per OPDS page.
     ///   - workDirectory: Where the user database goes.
     public static func start(library: URL, login: Login, maxOPDSItems: Int, workDirectory: URL) async throws -> CalibreServer {
-        let port = try freePort()
+        // A port nothing listens on: the loopback test server's, just released.
+        guard let port = URL(string: try await TestHTTPServer.unreachableBaseURL())?.port else {
+            throw ProcessRunnerError(message: "cannot find a free port")
+        }
         var arguments = ["--port", "\(port)", "--listen-on", "127.0.0.1", "--max-opds-items", "\(maxOPDSItems)"]
         switch login {
         case .open:
@@ -104,6 +107,21 @@ public final class CalibreServer: Sendable {
         return server
     }
 
+    /// Starts a server, runs `body` with it, and stops it however `body` ends.
+    public static func with<T>(
+        library: URL, login: Login, maxOPDSItems: Int, workDirectory: URL, _ body: (CalibreServer) async throws -> T
+    ) async throws -> T {
+        let server = try await start(library: library, login: login, maxOPDSItems: maxOPDSItems, workDirectory: workDirectory)
+        do {
+            let result = try await body(server)
+            await server.stop()
+            return result
+        } catch {
+            await server.stop()
+            throw error
+        }
+    }
+
     /// Stops the server and waits for it to exit.
     public func stop() async {
         guard !exited.withLock({ $0 }) else { return }
@@ -117,22 +135,5 @@ public final class CalibreServer: Sendable {
             }.start()
         }
         exited.withLock { $0 = true }
-    }
-
-    /// A port nothing listens on now: the kernel picks one for a socket bound to port 0.
-    private static func freePort() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw ProcessRunnerError(message: "socket() failed") }
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
-        }
-        guard bound else { throw ProcessRunnerError(message: "cannot find a free port") }
-        return Int(UInt16(bigEndian: address.sin_port))
     }
 }

@@ -42,8 +42,7 @@ struct CalibreServerTests {
         let library = try await makeLibrary(in: dir)
 
         // Open: the root is a navigation feed; "By Newest" is followed, paged three at a time.
-        let open = try await CalibreServer.start(library: library, login: .open, maxOPDSItems: 3, workDirectory: dir.url)
-        do {
+        try await CalibreServer.with(library: library, login: .open, maxOPDSItems: 3, workDirectory: dir.url) { open in
             let cache = dir.path("open").path
             let first = try await bookcache(["sync", "\(open.baseURL)/opds", "--keep", "5", "--min-interval", "4h"], cache)
             #expect(first.status == 0, "\(first.stdout) \(first.stderr)")
@@ -62,12 +61,11 @@ struct CalibreServerTests {
             #expect(pdfFirst.status == 0, "\(pdfFirst.stderr)")
             #expect(try await ids(cache).contains { $0["title"] as? String == "Book 1" && $0["format"] as? String == "pdf" })
         }
-        await open.stop()
 
         // Digest (calibre's default): refused without a login, cached with one in the URL.
-        let digest = try await CalibreServer.start(
-            library: library, login: .digest(user: "reader", password: "s3cret"), maxOPDSItems: 3, workDirectory: dir.url)
-        do {
+        try await CalibreServer.with(
+            library: library, login: .digest(user: "reader", password: "s3cret"), maxOPDSItems: 3, workDirectory: dir.url
+        ) { digest in
             let cache = dir.path("digest").path
             let refused = try await bookcache(["sync", "\(digest.baseURL)/opds", "--keep", "2"], cache)
             #expect(refused.status == 1)
@@ -82,12 +80,11 @@ struct CalibreServerTests {
             let wrong = try await bookcache(["sync", "\(digest.baseURL)/opds", "--user", "reader:nope", "--keep", "2", "--force"], cache)
             #expect(wrong.stderr.contains("the login was refused"), "\(wrong.stderr)")
         }
-        await digest.stop()
 
         // Basic, with --user.
-        let basic = try await CalibreServer.start(
-            library: library, login: .basic(user: "reader", password: "s3cret"), maxOPDSItems: 3, workDirectory: dir.url)
-        do {
+        try await CalibreServer.with(
+            library: library, login: .basic(user: "reader", password: "s3cret"), maxOPDSItems: 3, workDirectory: dir.url
+        ) { basic in
             let cache = dir.path("basic").path
             let synced = try await bookcache(["sync", "\(basic.baseURL)/opds", "--user", "reader:s3cret", "--keep", "4"], cache)
             #expect(synced.status == 0, "\(synced.stdout) \(synced.stderr)")
@@ -98,6 +95,5 @@ struct CalibreServerTests {
             #expect(fromNetrc.status == 0, "\(fromNetrc.stderr)")
             #expect(fromNetrc.stdout.contains("4 of 4 cached (0 new, 4 already cached)"), "\(fromNetrc.stdout)")
         }
-        await basic.stop()
     }
 }

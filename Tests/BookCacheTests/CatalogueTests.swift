@@ -295,9 +295,9 @@ struct CatalogueTests {
             let elsewhere = requests.filter { $0.path == "/b.epub" }
             #expect(elsewhere.count == 2)
             #expect(elsewhere.allSatisfy { $0.headers["authorization"] == nil }, "another host, directly or by redirect, gets no login")
-            let index = try String(contentsOf: dir.path("cache/metadata.json"), encoding: .utf8)
-            let journal = (try? String(contentsOf: dir.path("cache/metadata.journal"), encoding: .utf8)) ?? ""
-            #expect(!(index + journal).contains("s3cret"), "no password in the index")
+            for name in ["metadata.json", "metadata.journal"] where FileManager.default.fileExists(atPath: dir.path("cache/\(name)").path) {
+                #expect(!(try String(contentsOf: dir.path("cache/\(name)"), encoding: .utf8)).contains("s3cret"), "no password in \(name)")
+            }
         }
     }
 

@@ -1,6 +1,8 @@
-import DownloadQueue
 import Foundation
+import NIOCore
 import Testing
+
+@testable import DownloadQueue
 
 @Suite("Retry policy and state machine")
 struct RetryPolicyTests {
@@ -108,5 +110,14 @@ struct RetryPolicyTests {
         var error = DownloadError(kind: .bodyCutShort, url: URL(string: "http://u:p@127.0.0.1/a.epub")!, detail: "the connection was reset")
         error.attempts = 4
         #expect(error.description == "the download of http://***@127.0.0.1/a.epub was cut short: the connection was reset; gave up after 4 attempts")
+    }
+
+    @Test("a connection reset mid-body is a cut-short download, said in plain words (the issue's message)")
+    func resetInPlainWords() {
+        var error = DownloadError.classifying(IOError(errnoCode: ECONNRESET, reason: "read(descriptor:pointer:size:)"), url: url)
+        error.attempts = 4
+        #expect(error.kind == .bodyCutShort)
+        #expect(error.isRetryable)
+        #expect(error.description == "the download of http://127.0.0.1/x was cut short: the connection was reset; gave up after 4 attempts")
     }
 }

@@ -207,17 +207,16 @@ extension DownloadError {
         if error is SocketAddressError {
             return DownloadError(kind: .connectionFailed, url: url, underlying: error, detail: "the host name could not be resolved")
         }
-        if let ioError = error as? IOError,
-            [ECONNREFUSED, ENETUNREACH, EHOSTUNREACH, ETIMEDOUT].contains(ioError.errnoCode)
-        {
-            return DownloadError(
-                kind: .connectionFailed, url: url, underlying: error, detail: String(cString: strerror(ioError.errnoCode)).lowercased())
-        }
-        if let ioError = error as? IOError, [ECONNRESET, EPIPE, ECONNABORTED].contains(ioError.errnoCode) {
-            return DownloadError(kind: .bodyCutShort, url: url, underlying: error, detail: "the connection was reset")
-        }
         if let ioError = error as? IOError {
-            return DownloadError(kind: .transport, url: url, underlying: error, detail: String(cString: strerror(ioError.errnoCode)).lowercased())
+            let reason = String(cString: strerror(ioError.errnoCode)).lowercased()
+            switch ioError.errnoCode {
+            case ECONNREFUSED, ENETUNREACH, EHOSTUNREACH, ETIMEDOUT:
+                return DownloadError(kind: .connectionFailed, url: url, underlying: error, detail: reason)
+            case ECONNRESET, EPIPE, ECONNABORTED:
+                return DownloadError(kind: .bodyCutShort, url: url, underlying: error, detail: "the connection was reset")
+            default:
+                return DownloadError(kind: .transport, url: url, underlying: error, detail: reason)
+            }
         }
         if error is HTTPParserError {
             return DownloadError(kind: .bodyCutShort, url: url, underlying: error, detail: "the response ended early or was malformed")
