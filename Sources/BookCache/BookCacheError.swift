@@ -86,6 +86,8 @@ public struct BookCacheError: Error, Sendable, CustomStringConvertible {
             }
         } else if cause.kind == .fileSystem {
             hint = "check that the cache directory is writable and the disk is not full"
+        } else if cause.kind == .untrustedServer {
+            hint = "check the URL, or trust the server's certificate authority with --cacert FILE"
         } else if cause.isRetryable {
             hint = "the transfer was interrupted; try again"
         }

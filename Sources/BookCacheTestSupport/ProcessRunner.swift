@@ -71,6 +71,8 @@ public enum ProcessRunner {
         process.executableURL = url
         process.arguments = arguments
         var env = ProcessInfo.processInfo.environment
+        // A proxy of the machine's would see the tests' loopback traffic: tests that want one say so.
+        for key in ["http_proxy", "https_proxy", "all_proxy", "no_proxy", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"] { env[key] = nil }
         for (key, value) in environment { env[key] = value }
         process.environment = env
         let out = Pipe()

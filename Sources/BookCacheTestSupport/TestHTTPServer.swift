@@ -27,6 +27,9 @@ public final class TestHTTPServer: Sendable {
         case status(Int, retryAfter: String? = nil)
         /// Send the head with the full length, then close after this many body bytes.
         case dropAfter(bytes: Int)
+        /// Send the head with the full length and this many body bytes, then reset the
+        /// connection (TCP RST, as a failing middlebox does).
+        case resetAfter(bytes: Int)
         /// Ignore any `Range` header and send the whole file with 200.
         case ignoreRange
         /// Send the file chunked (no `Content-Length`), then close after this many bytes.
@@ -51,6 +54,9 @@ public final class TestHTTPServer: Sendable {
         public var path: String
         /// The request headers, names lowercased.
         public var headers: [String: String]
+        /// The whole URL, when the request was sent to this server as a proxy (absolute form,
+        /// `GET http://host/path`); `nil` for an ordinary request.
+        public var proxiedURL: String?
     }
 
     private struct State {
@@ -168,6 +174,8 @@ public final class TestHTTPServer: Sendable {
         var body: Data
         var chunked = false
         var dropAfter: Int?
+        /// Close with a reset (SO_LINGER 0) instead of a FIN.
+        var reset = false
         /// Write the body as raw bytes after the head, whatever Content-Length says.
         var rawLength = false
         /// Send the head and this many bytes of the body, then nothing.
@@ -219,12 +227,12 @@ public final class TestHTTPServer: Sendable {
     }
 
     /// Logs a request and decides when it may be answered.
-    fileprivate func admit(path: String, headers: HTTPHeaders, eventLoop: any EventLoop) -> EventLoopFuture<Void> {
+    fileprivate func admit(path: String, headers: HTTPHeaders, proxiedURL: String?, eventLoop: any EventLoop) -> EventLoopFuture<Void> {
         var dict: [String: String] = [:]
         for (name, value) in headers { dict[name.lowercased()] = value }
         let promise = eventLoop.makePromise(of: Void.self)
         let (release, arrived) = state.withLock { state -> ([EventLoopPromise<Void>], [CheckedContinuation<Void, Never>]) in
-            state.log.append(LoggedRequest(path: path, headers: dict))
+            state.log.append(LoggedRequest(path: path, headers: dict, proxiedURL: proxiedURL))
             state.inFlight += 1
             state.maxInFlight = max(state.maxInFlight, state.inFlight)
             let ready = state.arrivalWaiters.filter { state.log.count >= $0.count }.map(\.continuation)
@@ -279,6 +287,11 @@ public final class TestHTTPServer: Sendable {
         case .dropAfter(let bytes):
             guard var reply = fileReply(path: path, requestHeaders: headers, honourRange: true) else { return Self.statusReply(404) }
             reply.dropAfter = bytes
+            return reply
+        case .resetAfter(let bytes):
+            guard var reply = fileReply(path: path, requestHeaders: headers, honourRange: true) else { return Self.statusReply(404) }
+            reply.dropAfter = bytes
+            reply.reset = true
             return reply
         case .ignoreRange:
             return fileReply(path: path, requestHeaders: headers, honourRange: false) ?? Self.statusReply(404)
@@ -478,12 +491,21 @@ private final class RequestHandler: ChannelInboundHandler {
         case .end:
             guard let head else { return }
             self.head = nil
-            let path = head.uri.split(separator: "?", maxSplits: 1).first.map(String.init) ?? head.uri
+            // A request in absolute form is one sent to this server as a proxy: it answers it as
+            // if it were the named host, and logs the whole URL.
+            var uri = head.uri
+            var proxiedURL: String?
+            if let scheme = uri.range(of: "://"), uri.hasPrefix("http") {
+                proxiedURL = uri
+                let rest = uri[scheme.upperBound...]
+                uri = rest.firstIndex(of: "/").map { String(rest[$0...]) } ?? "/"
+            }
+            let path = uri.split(separator: "?", maxSplits: 1).first.map(String.init) ?? uri
             let server = self.server
             let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-            server.admit(path: path, headers: head.headers, eventLoop: context.eventLoop).whenSuccess {
+            server.admit(path: path, headers: head.headers, proxiedURL: proxiedURL, eventLoop: context.eventLoop).whenSuccess {
                 let (handler, context) = bound.value
-                let reply = server.reply(to: head.uri, headers: head.headers)
+                let reply = server.reply(to: uri, headers: head.headers)
                 handler.respond(context: context, request: head, reply: reply)
             }
         }
@@ -535,9 +557,17 @@ private final class RequestHandler: ChannelInboundHandler {
             var buffer = context.channel.allocator.buffer(capacity: limit)
             buffer.writeBytes(reply.body.prefix(limit))
             let channel = context.channel
+            let reset = reply.reset
             context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(buffer)))).whenComplete { _ in
                 server.end()
-                channel.close(promise: nil)
+                if reset, let socket = channel as? any SocketOptionProvider {
+                    // SO_LINGER with a zero timeout makes close() send RST instead of FIN.
+                    socket.setSoLinger(linger(l_onoff: 1, l_linger: 0)).whenComplete { _ in
+                        channel.close(promise: nil)
+                    }
+                } else {
+                    channel.close(promise: nil)
+                }
             }
             return
         }

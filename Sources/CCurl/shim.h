@@ -9,6 +9,9 @@ typedef size_t (*bc_curl_data_callback)(char *data, size_t size, size_t count, v
 static inline CURLcode bc_setopt_long(CURL *handle, CURLoption option, long value) {
     return curl_easy_setopt(handle, option, value);
 }
+static inline CURLcode bc_setopt_off(CURL *handle, CURLoption option, curl_off_t value) {
+    return curl_easy_setopt(handle, option, value);
+}
 static inline CURLcode bc_setopt_string(CURL *handle, CURLoption option, const char *value) {
     return curl_easy_setopt(handle, option, value);
 }

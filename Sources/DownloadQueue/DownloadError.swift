@@ -33,6 +33,9 @@ public struct DownloadError: Error, Sendable, CustomStringConvertible {
         public static let refused = Kind("refused")
         /// The download was cancelled.
         public static let cancelled = Kind("cancelled")
+        /// The server's TLS certificate is not trusted, or the certificate authorities given
+        /// cannot be read. Not retried: trust the server's authority (`--cacert`) or fix its certificate.
+        public static let untrustedServer = Kind("untrustedServer")
         /// Any other failure of the HTTP stack.
         public static let transport = Kind("transport")
     }
@@ -129,6 +132,8 @@ public struct DownloadError: Error, Sendable, CustomStringConvertible {
             text = "refused \(url)"
         case .cancelled:
             text = "the download of \(url) was cancelled"
+        case .untrustedServer:
+            text = "the server of \(url) could not be trusted"
         default:
             text = "the download of \(url) failed"
         }
@@ -144,4 +149,14 @@ public struct DownloadError: Error, Sendable, CustomStringConvertible {
 
 extension DownloadError: LocalizedError {
     public var errorDescription: String? { description }
+}
+
+extension DownloadError {
+    /// A ``DownloadError`` as it is, cancellation as ``Kind/cancelled``, and anything else as a
+    /// ``Kind/transport`` failure that keeps its cause.
+    static func classifying(_ error: any Error, url: URL) -> DownloadError {
+        if let error = error as? DownloadError { return error }
+        if error is CancellationError { return DownloadError(kind: .cancelled, url: url) }
+        return DownloadError(kind: .transport, url: url, underlying: error, detail: "\(error)")
+    }
 }

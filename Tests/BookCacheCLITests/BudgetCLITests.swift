@@ -26,11 +26,18 @@ struct BudgetCLITests {
             #expect(try await bookcache(["config", "set", "keep", "50"], cache).status == 0)
             #expect(try await bookcache(["config", "get", "max-size"], cache).stdout == "2GiB\n")
             let list = try await bookcache(["config", "list"], cache)
-            #expect(list.stdout == "max-size = 2GiB\nkeep = 50\nreserve = (unset)\n")
+            #expect(list.stdout.hasPrefix("max-size = 2GiB\nkeep = 50\nreserve = (unset)\nproxy = (unset)\n"), "\(list.stdout)")
+            // A proxy's password is never printed back.
+            let proxy = try await bookcache(["config", "set", "proxy", "http://me:hunter2@127.0.0.1:3128"], cache)
+            #expect(proxy.stdout == "proxy = http://***@127.0.0.1:3128\n", "\(proxy.stdout)")
+            #expect(try await bookcache(["config", "list"], cache).stdout.contains("hunter2") == false)
+            #expect(try await bookcache(["config", "set", "limit-rate", "2MB"], cache).stdout == "limit-rate = 2MB\n")
             #expect(try await bookcache(["config", "unset", "keep"], cache).status == 0)
             let unset = try await bookcache(["config", "get", "keep"], cache)
             #expect(unset.status == 1)
-            for bad in [["config", "set", "colour", "red"], ["config", "set", "max-size", "lots"], ["config", "set", "keep", "-3"], ["config", "get", "nope"]] {
+            for bad in [["config", "set", "colour", "red"], ["config", "set", "max-size", "lots"], ["config", "set", "keep", "-3"], ["config", "get", "nope"],
+                ["config", "set", "proxy", "ftp://x:1"], ["config", "set", "limit-rate", "10B"], ["config", "set", "netrc", "relative/.netrc"],
+            ] {
                 let result = try await bookcache(bad, cache)
                 #expect(result.status == 64, "\(bad): \(result.stderr)")
             }

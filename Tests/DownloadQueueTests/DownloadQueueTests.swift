@@ -22,7 +22,7 @@ func job(_ server: TestHTTPServer, _ path: String, in dir: TemporaryDirectory, a
 
 func makeQueue(maxConcurrent: Int = 4, retries: Int = 3, clock: ManualDownloadClock = ManualDownloadClock()) -> DownloadQueue {
     DownloadQueue(
-        maxConcurrent: maxConcurrent, retryPolicy: RetryPolicy(retries: retries), transport: AsyncHTTPClientTransport.shared,
+        maxConcurrent: maxConcurrent, retryPolicy: RetryPolicy(retries: retries), transport: CurlTransport.shared,
         clock: clock, random: { 0 }, logger: Logger(label: "test"))
 }
 

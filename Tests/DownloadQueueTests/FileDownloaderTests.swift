@@ -5,25 +5,10 @@ import Foundation
 import Logging
 import Testing
 
-/// The transports every download test runs on.
-enum TestTransport: String, CaseIterable, CustomTestStringConvertible, Sendable {
-    case asyncHTTPClient
-    case curl
-
-    var transport: any HTTPTransport {
-        switch self {
-        case .asyncHTTPClient: return AsyncHTTPClientTransport.shared
-        case .curl: return CurlTransport.shared
-        }
-    }
-
-    var testDescription: String { rawValue }
-}
-
 @Suite("FileDownloader over real HTTP")
 struct FileDownloaderTests {
-    func downloader(_ transport: TestTransport) -> FileDownloader {
-        FileDownloader(transport: transport.transport, logger: Logger(label: "test"))
+    func downloader() -> FileDownloader {
+        FileDownloader(transport: CurlTransport.shared, logger: Logger(label: "test"))
     }
     let payload = Data((0..<200_000).map { UInt8(truncatingIfNeeded: $0 &* 7) })
 
@@ -31,11 +16,11 @@ struct FileDownloaderTests {
         SHA256.hash(data: payload).map { String(format: "%02x", $0) }.joined()
     }
 
-    @Test("streams the body to disk with its SHA-256, ETag and Last-Modified", arguments: TestTransport.allCases)
-    func plainDownload(transport: TestTransport) async throws {
+    @Test("streams the body to disk with its SHA-256, ETag and Last-Modified")
+    func plainDownload() async throws {
         try await withServerAndDirectory(files: ["book.bin": payload]) { server, dir in
             let destination = dir.path("book.part").path
-            let file = try await downloader(transport).download(from: URL(string: "\(server.baseURL)/book.bin")!, to: destination)
+            let file = try await downloader().download(from: URL(string: "\(server.baseURL)/book.bin")!, to: destination)
             #expect(file.byteCount == Int64(payload.count))
             #expect(file.sha256 == payloadSHA256)
             #expect(file.etag != nil)
@@ -44,40 +29,40 @@ struct FileDownloaderTests {
         }
     }
 
-    @Test("a chunked body is read whole", arguments: TestTransport.allCases)
-    func chunked(transport: TestTransport) async throws {
+    @Test("a chunked body is read whole")
+    func chunked() async throws {
         try await withServerAndDirectory(files: ["book.bin": payload]) { server, dir in
-            let file = try await downloader(transport).download(from: URL(string: "\(server.baseURL)/chunked/book.bin")!, to: dir.path("c.part").path)
+            let file = try await downloader().download(from: URL(string: "\(server.baseURL)/chunked/book.bin")!, to: dir.path("c.part").path)
             #expect(file.sha256 == payloadSHA256)
         }
     }
 
-    @Test("redirects are followed and the final URL reported", arguments: TestTransport.allCases)
-    func redirects(transport: TestTransport) async throws {
+    @Test("redirects are followed and the final URL reported")
+    func redirects() async throws {
         try await withServerAndDirectory(files: ["book.bin": payload]) { server, dir in
-            let file = try await downloader(transport).download(from: URL(string: "\(server.baseURL)/redirect/3/book.bin")!, to: dir.path("r.part").path)
+            let file = try await downloader().download(from: URL(string: "\(server.baseURL)/redirect/3/book.bin")!, to: dir.path("r.part").path)
             #expect(file.sha256 == payloadSHA256)
             #expect(file.finalURL.hasSuffix("/book.bin"))
             #expect(server.requests.count == 4)
         }
     }
 
-    @Test("a redirect loop fails as too many redirects", arguments: TestTransport.allCases)
-    func redirectLoop(transport: TestTransport) async throws {
+    @Test("a redirect loop fails as too many redirects")
+    func redirectLoop() async throws {
         try await withServerAndDirectory { server, dir in
             let error = await #expect(throws: DownloadError.self) {
-                try await downloader(transport).download(from: URL(string: "\(server.baseURL)/redirect-loop")!, to: dir.path("l.part").path)
+                try await downloader().download(from: URL(string: "\(server.baseURL)/redirect-loop")!, to: dir.path("l.part").path)
             }
             #expect(error?.kind == .tooManyRedirects)
         }
     }
 
-    @Test("an error status fails with the code and leaves no file", arguments: TestTransport.allCases, [404, 403, 500, 503])
-    func errorStatus(transport: TestTransport, code: Int) async throws {
+    @Test("an error status fails with the code and leaves no file", arguments: [404, 403, 500, 503])
+    func errorStatus(code: Int) async throws {
         try await withServerAndDirectory { server, dir in
             let destination = dir.path("s.part")
             let error = await #expect(throws: DownloadError.self) {
-                try await downloader(transport).download(from: URL(string: "\(server.baseURL)/status/\(code)")!, to: destination.path)
+                try await downloader().download(from: URL(string: "\(server.baseURL)/status/\(code)")!, to: destination.path)
             }
             #expect(error?.kind == .httpStatus)
             #expect(error?.statusCode == code)
@@ -86,22 +71,22 @@ struct FileDownloaderTests {
         }
     }
 
-    @Test("Retry-After is parsed from the response", arguments: TestTransport.allCases)
-    func retryAfter(transport: TestTransport) async throws {
+    @Test("Retry-After is parsed from the response")
+    func retryAfter() async throws {
         try await withServerAndDirectory { server, dir in
             let error = await #expect(throws: DownloadError.self) {
-                try await downloader(transport).download(from: URL(string: "\(server.baseURL)/status/503?retry-after=7")!, to: dir.path("x").path)
+                try await downloader().download(from: URL(string: "\(server.baseURL)/status/503?retry-after=7")!, to: dir.path("x").path)
             }
             #expect(error?.retryAfter == .seconds(7))
         }
     }
 
-    @Test("a connection dropped mid-body is a retryable cut-short error and leaves no file", arguments: TestTransport.allCases)
-    func droppedConnection(transport: TestTransport) async throws {
+    @Test("a connection dropped mid-body is a retryable cut-short error and leaves no file")
+    func droppedConnection() async throws {
         try await withServerAndDirectory(files: ["book.bin": payload]) { server, dir in
             let destination = dir.path("d.part")
             let error = await #expect(throws: DownloadError.self) {
-                try await downloader(transport).download(from: URL(string: "\(server.baseURL)/drop/80000/book.bin")!, to: destination.path)
+                try await downloader().download(from: URL(string: "\(server.baseURL)/drop/80000/book.bin")!, to: destination.path)
             }
             #expect(error?.kind == .bodyCutShort)
             #expect(error?.isRetryable == true)
@@ -109,24 +94,37 @@ struct FileDownloaderTests {
         }
     }
 
-    @Test("a refused connection is a connection failure", arguments: TestTransport.allCases)
-    func connectionRefused(transport: TestTransport) async throws {
+    @Test("a connection reset mid-body is a retryable cut-short download, said in plain words (the issue's message)")
+    func connectionReset() async throws {
+        try await withServerAndDirectory(files: ["book.bin": payload]) { server, dir in
+            server.enqueueFault(.resetAfter(bytes: 80_000), for: "/book.bin")
+            let error = try await #require(throws: DownloadError.self) {
+                try await downloader().download(from: URL(string: "\(server.baseURL)/book.bin")!, to: dir.path("reset.part").path)
+            }
+            #expect(error.kind == .bodyCutShort)
+            #expect(error.isRetryable)
+            #expect(error.description == "the download of \(server.baseURL)/book.bin was cut short: the connection was reset")
+        }
+    }
+
+    @Test("a refused connection is a connection failure")
+    func connectionRefused() async throws {
         let base = try await TestHTTPServer.unreachableBaseURL()
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let error = await #expect(throws: DownloadError.self) {
-            try await downloader(transport).download(from: URL(string: base + "/x")!, to: dir.path("x").path)
+            try await downloader().download(from: URL(string: base + "/x")!, to: dir.path("x").path)
         }
         #expect(error?.kind == .connectionFailed)
     }
 
-    @Test("the head check can refuse before any byte is written", arguments: TestTransport.allCases)
-    func headCheckRefuses(transport: TestTransport) async throws {
+    @Test("the head check can refuse before any byte is written")
+    func headCheckRefuses() async throws {
         struct TooBig: Error {}
         try await withServerAndDirectory(files: ["book.bin": payload]) { server, dir in
             let destination = dir.path("h.part")
             let error = await #expect(throws: DownloadError.self) {
-                try await downloader(transport).download(
+                try await downloader().download(
                     from: URL(string: "\(server.baseURL)/book.bin")!, to: destination.path,
                     checkHead: { head in
                         if head.expectedLength == Int64(payload.count) { throw TooBig() }
@@ -138,34 +136,34 @@ struct FileDownloaderTests {
         }
     }
 
-    @Test("a body larger than the limit is refused", arguments: TestTransport.allCases)
-    func maxBytes(transport: TestTransport) async throws {
+    @Test("a body larger than the limit is refused")
+    func maxBytes() async throws {
         try await withServerAndDirectory(files: ["book.bin": payload]) { server, dir in
             let error = await #expect(throws: DownloadError.self) {
-                try await downloader(transport).download(from: URL(string: "\(server.baseURL)/chunked/book.bin")!, to: dir.path("m").path, maxBytes: 1000)
+                try await downloader().download(from: URL(string: "\(server.baseURL)/chunked/book.bin")!, to: dir.path("m").path, maxBytes: 1000)
             }
             #expect(error?.kind == .bodyTooLong)
         }
     }
 
-    @Test("credentials never appear in errors", arguments: TestTransport.allCases)
-    func redaction(transport: TestTransport) async throws {
+    @Test("credentials never appear in errors")
+    func redaction() async throws {
         try await withServerAndDirectory { server, dir in
             let url = URL(string: "http://alice:s3cret@127.0.0.1:\(server.port)/status/404")!
             let error = await #expect(throws: DownloadError.self) {
-                try await downloader(transport).download(from: url, to: dir.path("x").path)
+                try await downloader().download(from: url, to: dir.path("x").path)
             }
             #expect(error.map { !"\($0)".contains("s3cret") } == true)
         }
     }
 
-    @Test("a login is answered when the server asks, and not carried to another host by a redirect", arguments: TestTransport.allCases)
-    func login(transport: TestTransport) async throws {
+    @Test("a login is answered when the server asks, and not carried to another host by a redirect")
+    func login() async throws {
         try await withServerAndDirectory(files: ["private/book.bin": payload, "book.bin": payload]) { server, dir in
             server.requireBasicAuth(user: "reader", password: "s3cret", below: "/private/")
             let url = URL(string: "\(server.baseURL)/private/book.bin")!
             let credentials = HTTPCredentials(user: "reader", password: "s3cret", for: url)
-            let file = try await downloader(transport).download(from: url, to: dir.path("a.part").path, credentials: credentials)
+            let file = try await downloader().download(from: url, to: dir.path("a.part").path, credentials: credentials)
             #expect(file.sha256 == payloadSHA256)
             let asked = server.requests.filter { $0.path == "/private/book.bin" }
             #expect(asked.first?.headers["authorization"] == nil, "not before the server asks")
@@ -174,13 +172,13 @@ struct FileDownloaderTests {
             server.setFile(payload, at: "private/moved.bin")
             server.enqueueFault(.redirect(to: "http://localhost:\(server.port)/book.bin"), for: "/private/moved.bin")
             let moved = URL(string: "\(server.baseURL)/private/moved.bin")!
-            _ = try await downloader(transport).download(from: moved, to: dir.path("b.part").path, credentials: credentials)
+            _ = try await downloader().download(from: moved, to: dir.path("b.part").path, credentials: credentials)
             let elsewhere = server.requests.filter { $0.path == "/book.bin" }
             #expect(elsewhere.count == 1)
             #expect(elsewhere.first?.headers["authorization"] == nil)
 
             let refused = await #expect(throws: DownloadError.self) {
-                try await downloader(transport).download(
+                try await downloader().download(
                     from: url, to: dir.path("c.part").path, credentials: HTTPCredentials(user: "reader", password: "wrong", for: url))
             }
             #expect(refused?.statusCode == 401)

@@ -111,13 +111,4 @@ struct RetryPolicyTests {
         error.attempts = 4
         #expect(error.description == "the download of http://***@127.0.0.1/a.epub was cut short: the connection was reset; gave up after 4 attempts")
     }
-
-    @Test("a connection reset mid-body is a cut-short download, said in plain words (the issue's message)")
-    func resetInPlainWords() {
-        var error = DownloadError.classifying(IOError(errnoCode: ECONNRESET, reason: "read(descriptor:pointer:size:)"), url: url)
-        error.attempts = 4
-        #expect(error.kind == .bodyCutShort)
-        #expect(error.isRetryable)
-        #expect(error.description == "the download of http://127.0.0.1/x was cut short: the connection was reset; gave up after 4 attempts")
-    }
 }

@@ -28,6 +28,8 @@ extension BookCacheManager {
     ///   - section: The title of the section to follow in a navigation feed.
     ///   - credentials: A login for the catalogue's host (Basic or Digest, answered to its `401`);
     ///     by default the `user:password@` of the source's URL. Books on another host get none.
+    ///   - headers: Extra headers for the catalogue's host, such as `Authorization: Bearer …`;
+    ///     sent with its pages and its own books, never to another host.
     ///   - minInterval: Seconds that must pass between successful syncs of this source.
     ///   - force: Sync even within `minInterval`.
     ///   - onEvent: Download events, with the book they belong to.
@@ -41,6 +43,7 @@ extension BookCacheManager {
         formats: [BookFormat] = [.epub, .pdf],
         section: String? = nil,
         credentials: HTTPCredentials? = nil,
+        headers: [HTTPHeader] = [],
         minInterval: TimeInterval? = nil,
         force: Bool = false,
         onEvent: @escaping @Sendable (BookID, DownloadEvent) -> Void = { _, _ in }
@@ -50,9 +53,11 @@ extension BookCacheManager {
         if !force, let minInterval, let last, now().timeIntervalSince(last) < minInterval {
             return SyncReport(source: source.key, format: nil, skipped: true, lastSuccess: last, wanted: 0, items: [], removed: [])
         }
-        let login = credentials ?? source.baseURL.flatMap(HTTPCredentials.init(userInfoOf:))
+        let access = SourceAccess(
+            credentials: credentials ?? source.baseURL.flatMap(HTTPCredentials.init(userInfoOf:)), headers: headers,
+            origin: source.baseURL)
         let listing = try await collect(
-            source, keep: max(0, keep), parser: FeedParser(defaultType: type, formats: formats), section: section, login: login)
+            source, keep: max(0, keep), parser: FeedParser(defaultType: type, formats: formats), section: section, access: access)
         try prepareDirectories()
 
         let wanted = listing.entries
@@ -67,7 +72,7 @@ extension BookCacheManager {
                     }
                     request.priority = .low
                     request.syncSource = source.key
-                    request.credentials = login  // the transport answers with it only on the login's own host
+                    access.apply(to: &request)
                     let id = request.id
                     do throws(BookCacheError) {
                         let result = try await self.download(request, onEvent: { onEvent(id, $0) })
@@ -115,10 +120,10 @@ extension BookCacheManager {
     /// Reads the source, descends navigation feeds, and follows `next` pages until `keep`
     /// distinct books are found.
     private nonisolated func collect(
-        _ source: SyncSource, keep: Int, parser initial: FeedParser, section: String?, login: HTTPCredentials?
+        _ source: SyncSource, keep: Int, parser initial: FeedParser, section: String?, access: SourceAccess
     ) async throws(BookCacheError) -> SyncListing {
         var parser = initial
-        var (data, pageURL) = try await read(source, login: login)
+        var (data, pageURL) = try await read(source, access: access)
         parser.baseURL = pageURL
         var page = try parser.page(in: data)
         var visited: Set<String> = pageURL.map { [$0.absoluteString] } ?? []
@@ -134,7 +139,7 @@ extension BookCacheManager {
                 from: page.sections, named: nameUsed ? nil : section, source: pageURL.map(URLRedaction.redacted) ?? source.key)
             nameUsed = nameUsed || section != nil
             listing.section = chosen.title
-            (data, pageURL) = try await fetch(chosen.url, login: login)
+            (data, pageURL) = try await fetch(chosen.url, access: access)
             parser.baseURL = pageURL
             page = try parser.page(in: data)
             visited.insert(chosen.url.absoluteString)
@@ -170,7 +175,7 @@ extension BookCacheManager {
                 logger.warning("read the most pages a sync reads; stopping", metadata: ["pages": "\(pages)"])
                 break
             }
-            (data, pageURL) = try await fetch(next, login: login)
+            (data, pageURL) = try await fetch(next, access: access)
             parser.baseURL = pageURL
             page = try parser.page(in: data)
             pages += 1
@@ -222,7 +227,7 @@ extension BookCacheManager {
 
     /// The bytes of a source and the URL to resolve its links against: a file, given bytes, or
     /// an HTTP download (at most 16 MiB).
-    private nonisolated func read(_ source: SyncSource, login: HTTPCredentials?) async throws(BookCacheError) -> (Data, URL?) {
+    private nonisolated func read(_ source: SyncSource, access: SourceAccess) async throws(BookCacheError) -> (Data, URL?) {
         switch source {
         case .data(let data, _):
             return (data, nil)
@@ -233,17 +238,18 @@ extension BookCacheManager {
                 throw .invalidArgument("cannot read the sync source \(url.path) (\(error))")
             }
         case .url(let url):
-            let (data, finalURL) = try await fetch(url, login: login)
+            let (data, finalURL) = try await fetch(url, access: access)
             return (data, finalURL)
         }
     }
 
     /// One catalogue page over HTTP (at most 16 MiB), with the URL that answered.
-    private nonisolated func fetch(_ url: URL, login: HTTPCredentials?) async throws(BookCacheError) -> (Data, URL) {
+    private nonisolated func fetch(_ url: URL, access: SourceAccess) async throws(BookCacheError) -> (Data, URL) {
         let shown = URLRedaction.redacted(url)
-        let credentials = login.flatMap { $0.applies(to: url) ? $0 : nil }
+        let request = access.request(for: url)
+        let credentials = request.credentials
         do {
-            let response = try await transport.send(TransportRequest(url: url, credentials: login))
+            let response = try await transport.send(request)
             if response.statusCode == 401 || response.statusCode == 403 {
                 let hint =
                     credentials == nil

@@ -48,11 +48,11 @@ public actor BookCacheManager {
     /// Creates a manager. Nothing is read or created on disk until it is needed.
     /// - Parameters:
     ///   - configuration: The root directory and limits.
-    ///   - transport: The HTTP stack; the shared AsyncHTTPClient transport by default.
+    ///   - transport: The HTTP stack; ``CurlTransport/shared`` (libcurl) by default.
     ///   - logger: Where the library logs; it never prints.
     public init(
         configuration: BookCacheConfiguration,
-        transport: any HTTPTransport = AsyncHTTPClientTransport.shared,
+        transport: any HTTPTransport = CurlTransport.shared,
         logger: Logger = Logger(label: "bookcache", factory: { _ in SwiftLogNoOpLogHandler() })
     ) {
         self.layout = CacheLayout(root: configuration.rootDirectory)
@@ -297,7 +297,7 @@ public actor BookCacheManager {
                 task.cancel()
             }
             if !result.wasAlreadyCached, let cover = request.coverURL {
-                fetchCoverInBackground(for: id, from: cover, credentials: request.credentials)
+                fetchCoverInBackground(for: id, from: cover, of: request)
             }
             return result
         } catch let error as BookCacheError {
@@ -308,11 +308,15 @@ public actor BookCacheManager {
     }
 
     /// Fetches a cover at low priority without holding up the book's download.
-    private func fetchCoverInBackground(for id: BookID, from url: URL, credentials: HTTPCredentials?) {
+    private func fetchCoverInBackground(for id: BookID, from url: URL, of book: BookDownloadRequest) {
+        // The book's login and headers go with its cover only on the book's own origin.
+        let sameOrigin = HTTPCredentials.sameOrigin(url, book.url)
+        let credentials = sameOrigin ? book.credentials : nil
+        let headers = sameOrigin ? book.headers : []
         let fetcher = CoverFetcher(layout: layout, store: store, queue: queue, logger: logger)
         let key = UUID()
         backgroundWork[key] = Task {
-            await fetcher.fetch(for: id, from: url, credentials: credentials)
+            await fetcher.fetch(for: id, from: url, credentials: credentials, headers: headers)
             self.finishBackgroundWork(key)
         }
     }

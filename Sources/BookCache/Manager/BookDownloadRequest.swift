@@ -42,6 +42,9 @@ public struct BookDownloadRequest: Sendable, Hashable {
     /// Credentials for the book's host (a catalogue's login), sent when the server asks for
     /// them (Basic or Digest) and never to another host. Not stored in the index.
     public var credentials: HTTPCredentials?
+    /// Extra headers sent with each request for the book (not its cover on another host), such
+    /// as a bearer token. Not stored in the index.
+    public var headers: [HTTPHeader] = []
 
     /// Creates a request, checking every field before any I/O.
     /// - Parameters:

@@ -86,6 +86,7 @@ struct DownloadContext: Sendable {
             // Large stored entries are then checked from CRC-32s computed on the way in.
             job.computesBlockCRC32 = true
             job.credentials = request.credentials
+            job.headers = request.headers
             if request.failFastWhenOffline {
                 var policy = configuration.retryPolicy
                 policy.retriesConnectionFailures = false

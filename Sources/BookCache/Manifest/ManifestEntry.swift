@@ -20,6 +20,8 @@ public struct ManifestEntry: Sendable, Hashable {
     public var size: Int64?
     /// Pin the book.
     public var pin: Bool
+    /// Extra headers for the book's requests (`"headers"`), such as a bearer token.
+    public var headers: [HTTPHeader] = []
 
     /// Creates an entry.
     public init(
@@ -51,6 +53,7 @@ public struct ManifestEntry: Sendable, Hashable {
             }
             request.pin = pin
             request.expectedSize = size
+            request.headers = headers
             return request
         } catch {
             throw ManifestProblem(line: line, message: error.message)

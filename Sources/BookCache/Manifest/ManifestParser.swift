@@ -23,7 +23,7 @@ public struct ManifestParser: Sendable {
     public var maxLineBytes: Int
 
     /// The keys a line may have.
-    public static let knownKeys: Set<String> = ["url", "id", "type", "title", "sha256", "coverUrl", "size", "pin"]
+    public static let knownKeys: Set<String> = ["url", "id", "type", "title", "sha256", "coverUrl", "size", "pin", "headers"]
 
     /// Creates a parser.
     /// - Parameter maxLineBytes: 64 KiB by default.
@@ -183,9 +183,41 @@ public struct ManifestParser: Sendable {
             }
             pin = number.boolValue
         }
-        return ManifestEntry(
+        var entry = ManifestEntry(
             line: line, url: url, id: try string("id"), type: type, title: try string("title"),
             sha256: try string("sha256"), coverUrl: try string("coverUrl"), size: size, pin: pin)
+        entry.headers = try headers(object["headers"], line: line)
+        return entry
+    }
+
+    /// `"headers"`: an object of names and values, or a list of `"Name: value"` strings, as curl's
+    /// `--header` takes them.
+    private func headers(_ value: Any?, line: Int) throws(ManifestProblem) -> [HTTPHeader] {
+        func checked(_ make: () throws(InvalidHTTPHeader) -> HTTPHeader) throws(ManifestProblem) -> HTTPHeader {
+            do {
+                return try make()
+            } catch {
+                throw ManifestProblem(line: line, message: "'headers': \(error.message)")
+            }
+        }
+        guard let value, !(value is NSNull) else { return [] }
+        if let object = value as? [String: Any] {
+            return try object.keys.sorted().map { name throws(ManifestProblem) in
+                guard let text = object[name] as? String else {
+                    throw ManifestProblem(line: line, message: "'headers': the value of \(name.debugEscaped) must be a string")
+                }
+                return try checked { () throws(InvalidHTTPHeader) in try HTTPHeader(name: name, value: text) }
+            }
+        }
+        if let list = value as? [Any] {
+            return try list.map { item throws(ManifestProblem) in
+                guard let text = item as? String else {
+                    throw ManifestProblem(line: line, message: "'headers' must list strings such as \"Authorization: Bearer …\"")
+                }
+                return try checked { () throws(InvalidHTTPHeader) in try HTTPHeader(parsing: text) }
+            }
+        }
+        throw ManifestProblem(line: line, message: "'headers' must be an object {\"Name\": \"value\"} or a list of \"Name: value\" strings")
     }
 
     private static func describe(_ error: any Error) -> String {

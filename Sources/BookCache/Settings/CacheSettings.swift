@@ -7,6 +7,14 @@ import Foundation
 /// | `max-size` | the size budget; least-recently-used books are evicted to stay under it |
 /// | `keep` | the most books kept ("at most N books offline") |
 /// | `reserve` | free space to leave on the filesystem when a book's size is known |
+/// | `proxy` | the proxy for every download, as curl's `--proxy` takes it (`""`: none, whatever the environment says) |
+/// | `noproxy` | hosts reached without the proxy, as curl's `--noproxy` |
+/// | `limit-rate` | the most bytes per second one download receives, such as `2MB` |
+/// | `netrc` | a netrc file whose logins are answered to their own hosts |
+/// | `cacert` | a PEM file of certificate authorities to trust instead of the system's |
+///
+/// The command line's options of the same names come first; `proxy` and `noproxy` come before
+/// the environment's `http_proxy`, `https_proxy` and `no_proxy`.
 public struct CacheSettings: Codable, Sendable, Hashable {
     /// The size budget in bytes.
     public var maxSize: Int64?
@@ -14,6 +22,16 @@ public struct CacheSettings: Codable, Sendable, Hashable {
     public var keep: Int?
     /// Free space to leave, in bytes.
     public var reserve: Int64?
+    /// The proxy (`http://host:3128`, `socks5h://host:1080`, `host:port`); `""` for none.
+    public var proxy: String?
+    /// Hosts reached without the proxy, comma-separated, `*` for all.
+    public var noProxy: String?
+    /// The most bytes per second one download receives.
+    public var limitRate: Int64?
+    /// An absolute path to a netrc file.
+    public var netrc: String?
+    /// An absolute path to a PEM file of certificate authorities.
+    public var cacert: String?
 
     /// Empty settings: no budget, no count limit, the default reserve.
     public init(maxSize: Int64? = nil, keep: Int? = nil, reserve: Int64? = nil) {
@@ -23,7 +41,7 @@ public struct CacheSettings: Codable, Sendable, Hashable {
     }
 
     /// The keys `config` accepts.
-    public static let keys = ["max-size", "keep", "reserve"]
+    public static let keys = ["max-size", "keep", "reserve", "proxy", "noproxy", "limit-rate", "netrc", "cacert"]
 
     /// Sets a key from its text form (`2GiB`, `50`).
     /// - Throws: ``BookCacheError`` of kind ``BookCacheError/Kind/invalidArgument``.
@@ -32,6 +50,11 @@ public struct CacheSettings: Codable, Sendable, Hashable {
         case "max-size": maxSize = try ByteSize(parsing: text).bytes
         case "reserve": reserve = try ByteSize(parsing: text).bytes
         case "keep": keep = try Self.parseCount(text)
+        case "proxy": proxy = try Self.parseProxy(text)
+        case "noproxy": noProxy = text.trimmingCharacters(in: .whitespaces)
+        case "limit-rate": limitRate = try Self.parseRate(text)
+        case "netrc": netrc = try Self.parsePath(text, for: key)
+        case "cacert": cacert = try Self.parsePath(text, for: key)
         default: throw Self.unknown(key)
         }
     }
@@ -42,6 +65,11 @@ public struct CacheSettings: Codable, Sendable, Hashable {
         case "max-size": maxSize = nil
         case "reserve": reserve = nil
         case "keep": keep = nil
+        case "proxy": proxy = nil
+        case "noproxy": noProxy = nil
+        case "limit-rate": limitRate = nil
+        case "netrc": netrc = nil
+        case "cacert": cacert = nil
         default: throw Self.unknown(key)
         }
     }
@@ -52,6 +80,12 @@ public struct CacheSettings: Codable, Sendable, Hashable {
         case "max-size": return maxSize.map { ByteSize(bytes: $0).exactDescription }
         case "reserve": return reserve.map { ByteSize(bytes: $0).exactDescription }
         case "keep": return keep.map(String.init)
+        // A proxy's password is never printed.
+        case "proxy": return proxy.map { $0.isEmpty ? "\"\" (none)" : Self.redactedProxy($0) }
+        case "noproxy": return noProxy
+        case "limit-rate": return limitRate.map { ByteSize(bytes: $0).exactDescription }
+        case "netrc": return netrc
+        case "cacert": return cacert
         default: throw Self.unknown(key)
         }
     }
@@ -62,6 +96,56 @@ public struct CacheSettings: Codable, Sendable, Hashable {
             throw .invalidArgument("invalid count '\(text.debugEscaped)': use a whole number from 0 to 10000000")
         }
         return value
+    }
+
+    /// A proxy as curl takes it: `scheme://[user:password@]host[:port]` (http, https, socks4,
+    /// socks4a, socks5, socks5h) or `host[:port]`; `""` for none.
+    public static func parseProxy(_ text: String) throws(BookCacheError) -> String {
+        let text = text.trimmingCharacters(in: .whitespaces)
+        if text.isEmpty { return "" }
+        let schemes = ["http", "https", "socks4", "socks4a", "socks5", "socks5h"]
+        let candidate = text.contains("://") ? text : "http://" + text
+        guard let url = URL(string: candidate), let scheme = url.scheme?.lowercased(), schemes.contains(scheme),
+            let host = url.host, !host.isEmpty
+        else {
+            throw .invalidArgument(
+                "invalid proxy '\(redactedProxy(text).debugEscaped)': write it as http://HOST:PORT (or https, socks5h…), or \"\" for none")
+        }
+        return text
+    }
+
+    /// The proxy with any password replaced by `***`.
+    public static func redactedProxy(_ proxy: String) -> String {
+        guard proxy.contains("@") else { return proxy }
+        let candidate = proxy.contains("://") ? proxy : "http://" + proxy
+        guard let url = URL(string: candidate) else { return "<proxy with a login>" }
+        let shown = URLRedaction.redacted(url)
+        return proxy.contains("://") ? shown : String(shown.dropFirst("http://".count))
+    }
+
+    /// A download rate such as `2MB` or `500KiB` (bytes per second), at least 1 KB.
+    public static func parseRate(_ text: String) throws(BookCacheError) -> Int64 {
+        let bytes = try ByteSize(parsing: text).bytes
+        guard bytes >= 1000 else {
+            throw .invalidArgument("a rate limit of \(bytes) bytes per second is too low; give at least 1KB, such as 500KB or 2MB")
+        }
+        return bytes
+    }
+
+    /// An absolute path (a leading `~/` is the home folder).
+    public static func parsePath(_ text: String, for key: String) throws(BookCacheError) -> String {
+        let path = text.hasPrefix("~/") ? NSHomeDirectory() + text.dropFirst(1) : text
+        guard path.hasPrefix("/") else {
+            throw .invalidArgument("\(key) needs an absolute path (such as ~/.netrc or /etc/ssl/my-ca.pem), not '\(text.debugEscaped)'")
+        }
+        return path
+    }
+
+    /// Reads the settings kept with the cache at `root` (none when it has no `config.json`).
+    /// - Throws: ``BookCacheError`` of kind ``BookCacheError/Kind/indexUnusable`` when the file
+    ///   cannot be read or parsed.
+    public static func read(cacheRoot root: URL) throws(BookCacheError) -> CacheSettings {
+        try SettingsStore(layout: CacheLayout(root: root)).read()
     }
 
     private static func unknown(_ key: String) -> BookCacheError {

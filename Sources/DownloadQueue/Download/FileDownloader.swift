@@ -48,6 +48,7 @@ public struct FileDownloader: Sendable {
     ///   - computesBlockCRC32: Also compute ``DownloadedFile/blockCRC32`` when the body is at least
     ///     ``blockCRC32MinimumLength`` bytes or of unknown length.
     ///   - credentials: Credentials for the URL's host, answered to its `401` only.
+    ///   - headers: Extra headers sent with each request, before the downloader's own `Range`.
     ///   - checkHead: Called with the response head before any byte is written; throw to refuse.
     ///   - onProgress: Called as bytes arrive.
     /// - Returns: The file's size, SHA-256 and the server's validators.
@@ -59,6 +60,7 @@ public struct FileDownloader: Sendable {
         resume: Bool = false,
         computesBlockCRC32: Bool = false,
         credentials: HTTPCredentials? = nil,
+        headers extraHeaders: [HTTPHeader] = [],
         checkHead: @Sendable (ResponseHead) throws -> Void = { _ in },
         onProgress: @Sendable (DownloadProgress) -> Void = { _ in }
     ) async throws -> DownloadedFile {
@@ -66,12 +68,13 @@ public struct FileDownloader: Sendable {
             throw DownloadError(kind: .invalidURL, url: url, detail: "only absolute http and https URLs can be downloaded")
         }
         var offset: Int64 = 0
-        var headers: [(name: String, value: String)] = []
+        let given = extraHeaders.map { (name: $0.name, value: $0.value) }
+        var headers = given
         if resume, let record = ResumeRecord.load(for: destination), record.url == url.absoluteString,
             let size = Self.fileSize(destination), size > 0
         {
             offset = size
-            headers = [("Range", "bytes=\(size)-"), ("If-Range", record.validator)]
+            headers += [("Range", "bytes=\(size)-"), ("If-Range", record.validator)]
         } else {
             Self.discard(destination)
         }
@@ -82,7 +85,7 @@ public struct FileDownloader: Sendable {
             logger.debug("range not satisfiable; starting over", metadata: ["url": "\(URLRedaction.redacted(url))"])
             Self.discard(destination)
             offset = 0
-            response = try await transport.send(TransportRequest(url: url, credentials: credentials))
+            response = try await transport.send(TransportRequest(url: url, headers: given, credentials: credentials))
         }
         let finalURL = response.finalURL
         let expectedBody: Int64?

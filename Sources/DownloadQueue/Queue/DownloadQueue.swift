@@ -13,7 +13,7 @@ import Synchronization
 /// - Events for each job and for the whole queue arrive as `AsyncStream`s.
 ///
 /// ```swift
-/// let queue = DownloadQueue(maxConcurrent: 8, transport: AsyncHTTPClientTransport.shared, logger: logger)
+/// let queue = DownloadQueue(maxConcurrent: 8, transport: CurlTransport.shared, logger: logger)
 /// let handle = await queue.enqueue(DownloadRequest(url: url, destination: "/tmp/book.part"))
 /// for await event in handle.events {
 ///     if case .progress(_, let progress) = event { print(progress.receivedBytes) }
@@ -187,7 +187,8 @@ public actor DownloadQueue {
             do {
                 let file = try await downloader.download(
                     from: request.url, to: request.destination, maxBytes: request.maxBytes, resume: request.resume,
-                    computesBlockCRC32: request.computesBlockCRC32, credentials: request.credentials, checkHead: request.checkHead,
+                    computesBlockCRC32: request.computesBlockCRC32, credentials: request.credentials, headers: request.headers,
+                    checkHead: request.checkHead,
                     onProgress: { [weak self] progress in
                         self?.emit(.progress(id, progress), to: events)
                     })

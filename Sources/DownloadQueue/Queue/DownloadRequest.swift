@@ -27,6 +27,8 @@ public struct DownloadRequest: Sendable {
     /// Credentials for the URL's host, answered to its `401` (Basic or Digest) and never sent
     /// to another host.
     public var credentials: HTTPCredentials?
+    /// Extra headers sent with every request for the file, such as a bearer token.
+    public var headers: [HTTPHeader] = []
 
     /// Creates a request.
     /// - Parameters:

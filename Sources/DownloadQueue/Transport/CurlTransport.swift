@@ -8,54 +8,99 @@ import Synchronization
 /// transfer's bytes flow into its ``ResponseBody`` with backpressure (a body read slowly pauses
 /// its transfer instead of filling memory).
 ///
-/// Like ``AsyncHTTPClientTransport`` it sends one `GET`, follows up to ``Configuration/maxRedirects``
+/// It sends one `GET`, follows up to ``Configuration/maxRedirects``
 /// redirects to `http` and `https` only, has a connect timeout and an idle-read timeout (no byte
 /// for that long) but no total timeout, and never decompresses. A login
 /// (``TransportRequest/credentials``) is answered with whatever the server asks for (Basic or
 /// Digest), only on the host it is for: libcurl does not send it on after a redirect to another
 /// host.
 ///
-/// It is not the default transport yet; see the README.
+/// Proxies, a rate limit, a netrc file and trusted certificate authorities are set in its
+/// ``Configuration``, with curl's meanings; HTTP/2 is used when a TLS server offers it, and
+/// connections are reused across transfers.
 public final class CurlTransport: HTTPTransport, Sendable {
-    /// Timeouts and limits.
+    /// How the transport connects: timeouts, redirects, proxy, TLS trust, a rate limit and a
+    /// netrc file. These are curl's options of the same names.
     public struct Configuration: Sendable {
-        /// How long a connection may take to open.
+        /// How long a connection may take to open (curl's `--connect-timeout`).
         public var connectTimeout: Duration
         /// How long a response may go without a byte before it fails as timed out.
         public var idleReadTimeout: Duration
         /// The most redirects followed.
         public var maxRedirects: Int
+        /// The proxy for every request, such as `http://proxy:3128` (curl's `--proxy`); `""`
+        /// uses none. `nil` reads `http_proxy`, `https_proxy`, `all_proxy` and `no_proxy` from
+        /// the environment, as curl does (only the lower-case `http_proxy`).
+        public var proxy: String?
+        /// Hosts reached without the proxy, comma-separated, `*` for all (curl's `--noproxy`);
+        /// `nil` reads `no_proxy` from the environment.
+        public var noProxy: String?
+        /// The most bytes per second one transfer receives (curl's `--limit-rate`); `nil` for no limit.
+        public var maxReceiveBytesPerSecond: Int64?
+        /// A PEM file of certificate authorities to trust instead of the system's (curl's `--cacert`).
+        public var caFile: String?
+        /// A netrc file whose logins are answered to their own hosts when they ask (curl's
+        /// `--netrc-file`); a login in the request or its URL comes first.
+        public var netrcFile: String?
 
-        /// Creates a configuration: 10 s to connect, 30 s idle, 10 redirects by default.
-        public init(connectTimeout: Duration = .seconds(10), idleReadTimeout: Duration = .seconds(30), maxRedirects: Int = 10) {
+        /// Creates a configuration: 10 s to connect, 30 s idle, 10 redirects, the environment's
+        /// proxy, the system's certificate authorities, no rate limit and no netrc by default.
+        public init(
+            connectTimeout: Duration = .seconds(10), idleReadTimeout: Duration = .seconds(30), maxRedirects: Int = 10,
+            proxy: String? = nil, noProxy: String? = nil, maxReceiveBytesPerSecond: Int64? = nil, caFile: String? = nil,
+            netrcFile: String? = nil
+        ) {
             self.connectTimeout = connectTimeout
             self.idleReadTimeout = idleReadTimeout
             self.maxRedirects = maxRedirects
+            self.proxy = proxy
+            self.noProxy = noProxy
+            self.maxReceiveBytesPerSecond = maxReceiveBytesPerSecond
+            self.caFile = caFile
+            self.netrcFile = netrcFile
         }
     }
 
     /// A transport shared by the whole process, with the default configuration.
     public static let shared = CurlTransport()
 
-    private let driver: CurlDriver
     private let configuration: Configuration
+    /// Made on the first request, so a transport that never sends costs no thread.
+    private let driverState = Mutex<(driver: CurlDriver?, shutDown: Bool)>((nil, false))
 
-    /// Creates a transport and its driver thread.
+    /// Creates a transport. Its driver thread starts with the first request.
     public init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
-        self.driver = CurlDriver()
     }
 
     /// Stops the driver thread once its transfers are cancelled. Do not call it on ``shared``.
     public func shutdown() {
-        driver.submit(.stop)
+        let driver = driverState.withLock { state in
+            state.shutDown = true
+            return state.driver
+        }
+        driver?.submit(.stop)
+    }
+
+    private var driver: CurlDriver {
+        get throws(DownloadError) {
+            try driverState.withLock { state throws(DownloadError) in
+                if let driver = state.driver { return driver }
+                guard !state.shutDown else {
+                    throw DownloadError(kind: .cancelled, url: URL(string: "about:blank")!, detail: "the transport was shut down")
+                }
+                let driver = CurlDriver()
+                state.driver = driver
+                return driver
+            }
+        }
     }
 
     public func send(_ request: TransportRequest) async throws -> TransportResponse {
         let url = HTTPCredentials.removingUserInfo(from: request.url)
         let credentials = (request.credentials ?? HTTPCredentials(userInfoOf: request.url)).flatMap { $0.applies(to: url) ? $0 : nil }
         let transfer = CurlTransfer(url: url, headers: request.headers, credentials: credentials, configuration: configuration)
-        let driver = self.driver
+        let driver = try self.driver
         let head = try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<CurlTransfer.Head, any Error>) in
                 transfer.start(head: continuation)
@@ -336,12 +381,25 @@ final class CurlDriver: @unchecked Sendable {
         }
         if let list { bc_setopt_list(handle, CURLOPT_HTTPHEADER, list) }
         transfer.headerList = list
+        let configuration = transfer.configuration
         if let credentials = transfer.credentials {
             bc_setopt_string(handle, CURLOPT_USERNAME, credentials.user)
             bc_setopt_string(handle, CURLOPT_PASSWORD, credentials.password)
+        }
+        if let netrc = configuration.netrcFile {
+            bc_setopt_long(handle, CURLOPT_NETRC, 1)  // CURL_NETRC_OPTIONAL: the request's own login first
+            bc_setopt_string(handle, CURLOPT_NETRC_FILE, netrc)
+        }
+        if transfer.credentials != nil || configuration.netrcFile != nil {
             // Basic or Digest, as the server's 401 asks: never the password before it asks.
             bc_setopt_long(handle, CURLOPT_HTTPAUTH, 1 | 2)  // CURLAUTH_BASIC | CURLAUTH_DIGEST
         }
+        if let proxy = configuration.proxy { bc_setopt_string(handle, CURLOPT_PROXY, proxy) }
+        if let noProxy = configuration.noProxy { bc_setopt_string(handle, CURLOPT_NOPROXY, noProxy) }
+        if let rate = configuration.maxReceiveBytesPerSecond { bc_setopt_off(handle, CURLOPT_MAX_RECV_SPEED_LARGE, curl_off_t(rate)) }
+        if let caFile = configuration.caFile { bc_setopt_string(handle, CURLOPT_CAINFO, caFile) }
+        // HTTP/2 when a TLS server offers it (ALPN), HTTP/1.1 otherwise, as curl does.
+        bc_setopt_long(handle, CURLOPT_HTTP_VERSION, 4)  // CURL_HTTP_VERSION_2TLS
         transfer.handle = handle
         running[handle] = transfer
         curl_multi_add_handle(multi, handle)
@@ -354,7 +412,9 @@ final class CurlDriver: @unchecked Sendable {
         if cancelled {
             error = DownloadError(kind: .cancelled, url: transfer.url)
         } else if let result, result != CURLE_OK {
-            error = Self.error(result, url: effective ?? transfer.url, connected: bc_getinfo_long(raw, CURLINFO_PRIMARY_PORT) != 0 && status != 0)
+            error = Self.error(
+                result, url: effective ?? transfer.url, connected: bc_getinfo_long(raw, CURLINFO_PRIMARY_PORT) != 0 && status != 0,
+                systemError: Int32(bc_getinfo_long(raw, CURLINFO_OS_ERRNO)))
         } else {
             error = nil
         }
@@ -366,10 +426,12 @@ final class CurlDriver: @unchecked Sendable {
         transfer.finished(status: status, effectiveURL: effective, error: error)
     }
 
-    static func error(_ code: CURLcode, url: URL, connected: Bool) -> DownloadError {
+    static func error(_ code: CURLcode, url: URL, connected: Bool, systemError: Int32) -> DownloadError {
         let detail = String(cString: curl_easy_strerror(code)).lowercased()
         switch code {
-        case CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY:
+        case CURLE_RECV_ERROR where systemError == ECONNRESET, CURLE_SEND_ERROR where systemError == ECONNRESET:
+            return DownloadError(kind: .bodyCutShort, url: url, detail: "the connection was reset")
+        case CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_HOST:
             return DownloadError(kind: .connectionFailed, url: url, detail: detail)
         case CURLE_OPERATION_TIMEDOUT:
             return connected
@@ -377,6 +439,14 @@ final class CurlDriver: @unchecked Sendable {
                 : DownloadError(kind: .connectionFailed, url: url, detail: "connect timed out")
         case CURLE_PARTIAL_FILE, CURLE_RECV_ERROR, CURLE_GOT_NOTHING, CURLE_SEND_ERROR:
             return DownloadError(kind: .bodyCutShort, url: url, detail: detail)
+        case CURLE_PEER_FAILED_VERIFICATION:
+            return DownloadError(
+                kind: .untrustedServer, url: url,
+                detail: "its TLS certificate is not signed by an authority this system trusts; for a private authority give its certificate with --cacert FILE")
+        case CURLE_SSL_CACERT_BADFILE:
+            return DownloadError(kind: .untrustedServer, url: url, detail: "the certificate authorities file (--cacert) cannot be read or is not PEM")
+        case CURLE_COULDNT_RESOLVE_PROXY:
+            return DownloadError(kind: .connectionFailed, url: url, detail: "the proxy's host name could not be resolved (check --proxy, the proxy setting, or $http_proxy / $https_proxy)")
         case CURLE_TOO_MANY_REDIRECTS:
             return DownloadError(kind: .tooManyRedirects, url: url, detail: detail)
         case CURLE_UNSUPPORTED_PROTOCOL, CURLE_URL_MALFORMAT:

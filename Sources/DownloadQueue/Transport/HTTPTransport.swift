@@ -3,7 +3,7 @@ import NIOCore
 
 /// The seam between the download logic and an HTTP stack.
 ///
-/// ``AsyncHTTPClientTransport`` is the live implementation. A transport sends one `GET`,
+/// ``CurlTransport`` (libcurl) is the live implementation. A transport sends one `GET`,
 /// follows redirects, and hands back the final response head with a streaming body. It does
 /// not retry, does not decompress, and does not interpret status codes: that is the
 /// ``FileDownloader``'s job, so every transport behaves the same.
@@ -82,7 +82,7 @@ public struct ResponseBody: AsyncSequence, Sendable {
     private let makeNext: @Sendable () -> (@Sendable () async throws -> ByteBuffer?)
 
     /// Wraps any sendable sequence of byte buffers.
-    /// - Parameter sequence: The underlying body, such as AsyncHTTPClient's response body.
+    /// - Parameter sequence: The underlying body.
     public init<Base: AsyncSequence & Sendable>(_ sequence: Base) where Base.Element == ByteBuffer {
         self.makeNext = {
             let box = IteratorBox(sequence.makeAsyncIterator())

@@ -14,6 +14,7 @@ struct CheckCommand: AsyncParsableCommand {
     )
 
     @OptionGroup var global: GlobalOptions
+    @OptionGroup(title: "Network") var connection: ConnectionOptions
 
     @Argument(help: ArgumentHelp("Book ids (default: every book).", valueName: "id"))
     var ids: [String] = []
@@ -27,7 +28,7 @@ struct CheckCommand: AsyncParsableCommand {
 
     func run() async throws {
         let bookIDs = try ids.map(parseID)
-        let manager = try global.makeManager()
+        let manager = try global.makeManager(connection: connection)
         let results: [FreshnessCheck]
         do {
             results = try await manager.check(bookIDs)

@@ -41,6 +41,8 @@ struct DownloadCommand: AsyncParsableCommand {
     )
 
     @OptionGroup var global: GlobalOptions
+    @OptionGroup(title: "Network") var connection: ConnectionOptions
+    @OptionGroup(title: "Login") var login: LoginOptions
 
     @Argument(help: ArgumentHelp("http or https URLs of EPUB or PDF files.", valueName: "url"))
     var urls: [String] = []
@@ -172,13 +174,15 @@ struct DownloadCommand: AsyncParsableCommand {
         let limits = try budget
         let manager = try global.makeManager(
             concurrency: concurrency, retries: retries, reserve: try reserveSize, maxSize: limits.maxSize, keep: limits.keep,
-            evictForSpace: !noEvict)
-        if pin {
-            items = items.map { item in
-                guard case .request(var request, let source) = item else { return item }
-                request.pin = true
-                return .request(request, source: source)
-            }
+            evictForSpace: !noEvict, connection: connection)
+        let headers = try login.parsedHeaders
+        items = items.map { item in
+            guard case .request(var request, let source) = item else { return item }
+            if pin { request.pin = true }
+            // --header and --user go to every book's own host; a manifest line's headers add to them.
+            request.headers = headers + request.headers
+            if request.credentials == nil { request.credentials = login.credentials(for: request.url) }
+            return .request(request, source: source)
         }
         let window = concurrency
         let work = Task {

@@ -14,6 +14,8 @@ struct OpenCommand: AsyncParsableCommand {
     )
 
     @OptionGroup var global: GlobalOptions
+    @OptionGroup(title: "Network") var connection: ConnectionOptions
+    @OptionGroup(title: "Login") var login: LoginOptions
 
     @Argument(help: ArgumentHelp("A book id (ebook-123) or an http(s) URL.", valueName: "id-or-url"))
     var target: String
@@ -51,12 +53,14 @@ struct OpenCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let manager = try global.makeManager()
+        let manager = try global.makeManager(connection: connection)
         do {
             switch try parsed {
             case .cached(let bookID):
                 Terminal.write(try await manager.open(bookID).path)
-            case .url(let request):
+            case .url(var request):
+                request.headers = try login.parsedHeaders
+                request.credentials = request.credentials ?? login.credentials(for: request.url)
                 let bar = ProgressBar(label: request.id.description)
                 let url = try await manager.open(request) { event in
                     if case .progress(_, let progress) = event { bar.update(progress) }

@@ -10,6 +10,7 @@ struct RefreshCommand: AsyncParsableCommand {
     )
 
     @OptionGroup var global: GlobalOptions
+    @OptionGroup(title: "Network") var connection: ConnectionOptions
 
     @Argument(help: ArgumentHelp("Book ids (default: every book).", valueName: "id"))
     var ids: [String] = []
@@ -27,7 +28,7 @@ struct RefreshCommand: AsyncParsableCommand {
 
     func run() async throws {
         let bookIDs = try ids.map(parseID)
-        let manager = try global.makeManager(concurrency: concurrency)
+        let manager = try global.makeManager(concurrency: concurrency, connection: connection)
         let results: [(id: BookID, result: Result<BookDownloadResult, BookCacheError>)]
         do {
             results = try await manager.refresh(bookIDs, outdatedOnly: outdated)

@@ -14,8 +14,9 @@ struct SyncCommand: AsyncParsableCommand {
             followed through rel="next" until N books are found. An entry's book is its free EPUB \
             or PDF (acquisition or open-access; never a sample, buy, borrow, subscribe or indirect \
             link); entries without one are skipped and take no slot. A catalogue behind a login \
-            takes http://USER:PASSWORD@host/…, --user or --netrc (Basic or Digest, answered only \
-            to the catalogue's own host).
+            takes http://USER:PASSWORD@host/…, --user, --netrc or a bearer token in --header (a login \
+            is answered, Basic or Digest, only when the catalogue's own host asks; headers go only \
+            to that host).
 
             The first N books are cached (failures are skipped); books that an \
             earlier sync of the same SOURCE brought in and that are no longer among them are \
@@ -26,6 +27,8 @@ struct SyncCommand: AsyncParsableCommand {
     )
 
     @OptionGroup var global: GlobalOptions
+    @OptionGroup(title: "Network") var connection: ConnectionOptions
+    @OptionGroup(title: "Login (sent only to the catalogue's own host)") var login: LoginOptions
 
     @Argument(help: ArgumentHelp("A manifest or OPDS feed: a file, - for stdin, or an http(s) URL.", valueName: "source"))
     var source: String
@@ -44,15 +47,6 @@ struct SyncCommand: AsyncParsableCommand {
 
     @Option(help: ArgumentHelp("The formats to take, most wanted first: epub,pdf (the default), pdf,epub, epub or pdf.", valueName: "list"))
     var format: String = "epub,pdf"
-
-    @Option(help: ArgumentHelp("A login for the catalogue's host, as curl takes it (sent only to that host, when it asks).", valueName: "user:password"))
-    var user: String?
-
-    @Flag(help: "Take the catalogue's login from ~/.netrc (or $NETRC), as curl --netrc does.")
-    var netrc = false
-
-    @Option(name: .customLong("netrc-file"), help: ArgumentHelp("Take the catalogue's login from this netrc file.", valueName: "file"))
-    var netrcFile: String?
 
     @Flag(help: "Sync even within --min-interval.")
     var force = false
@@ -85,36 +79,12 @@ struct SyncCommand: AsyncParsableCommand {
         }
     }
 
-    /// The netrc file to read, when asked for.
-    private var netrcPath: String? {
-        if let netrcFile { return netrcFile }
-        guard netrc else { return nil }
-        return ProcessInfo.processInfo.environment["NETRC"] ?? (NSHomeDirectory() + "/.netrc")
-    }
-
-    /// The login for the source's host: `--user`, else the netrc file when asked for (a URL with
-    /// `user:password@` carries its own).
-    private func credentials(for source: String) throws -> HTTPCredentials? {
-        guard source.contains("://"), let url = URL(string: source) else { return nil }
-        if let user {
-            let parts = user.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
-            return HTTPCredentials(user: String(parts[0]), password: parts.count > 1 ? String(parts[1]) : "", for: url)
-        }
-        guard HTTPCredentials(userInfoOf: url) == nil, let file = netrcPath else { return nil }
-        let text: String
-        do {
-            text = try String(contentsOfFile: file, encoding: .utf8)
-        } catch {
-            throw ValidationError("Cannot read the netrc file \(file): \(error.localizedDescription).")
-        }
-        return HTTPCredentials(netrc: text, for: url)
-    }
-
     func validate() throws {
         _ = try parsedOptions
-        if (netrc || netrcFile != nil) && user != nil { throw ValidationError("--user and --netrc are alternatives; give one.") }
         _ = try formats
-        if user != nil, !source.contains("://") { throw ValidationError("--user goes with an http(s) SOURCE.") }
+        if (login.user != nil || !login.headers.isEmpty), !source.contains("://") {
+            throw ValidationError("--user and --header go with an http(s) SOURCE.")
+        }
         guard (1...64).contains(concurrency) else { throw ValidationError("--concurrency must be between 1 and 64.") }
         if source.contains("://") {
             do { _ = try BookDownloadRequest.parseURL(source) } catch { throw ValidationError(error.message) }
@@ -125,14 +95,16 @@ struct SyncCommand: AsyncParsableCommand {
 
     func run() async throws {
         let (keepCount, interval) = try parsedOptions
-        let manager = try global.makeManager(concurrency: concurrency)
+        let manager = try global.makeManager(concurrency: concurrency, connection: connection)
         let formats = try self.formats
-        let credentials = try credentials(for: source)
+        let credentials = URL(string: source).flatMap(login.credentials(for:))
+        let headers = try login.parsedHeaders
         let report: SyncReport
         do {
             let syncSource = try SyncSource(parsing: source) { FileHandle.standardInput.readDataToEndOfFile() }
             report = try await manager.sync(
                 syncSource, keep: keepCount, type: type, formats: formats, section: section, credentials: credentials,
+                headers: headers,
                 minInterval: interval, force: force)
         } catch {
             throw fail(error)

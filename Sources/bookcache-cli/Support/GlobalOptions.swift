@@ -13,7 +13,7 @@ struct GlobalOptions: ParsableArguments {
 
     func makeManager(
         concurrency: Int = 4, retries: Int = 3, reserve: ByteSize? = nil, maxSize: Int64? = nil, keep: Int? = nil,
-        evictForSpace: Bool = true
+        evictForSpace: Bool = true, connection: ConnectionOptions? = nil
     ) throws -> BookCacheManager {
         CLILogging.bootstrap(verbose: verbose)
         let root = CacheLayout.defaultRoot(explicit: cacheDir)
@@ -28,19 +28,21 @@ struct GlobalOptions: ParsableArguments {
         if let reserve = try reserve ?? Self.environmentReserve() {
             configuration.storageReserveBytes = reserve.bytes
         }
-        return BookCacheManager(configuration: configuration, transport: try Self.transport(), logger: Logger(label: "bookcache"))
+        return BookCacheManager(configuration: configuration, transport: try transport(connection, root: root), logger: Logger(label: "bookcache"))
     }
 }
 
 extension GlobalOptions {
-    /// `BOOKCACHE_TRANSPORT=curl` tries the libcurl transport, which is not the default yet;
-    /// `asynchttpclient` (or unset) is the default.
-    static func transport() throws -> any HTTPTransport {
-        switch ProcessInfo.processInfo.environment["BOOKCACHE_TRANSPORT"]?.lowercased() {
-        case nil, "", "asynchttpclient": return AsyncHTTPClientTransport.shared
-        case "curl": return CurlTransport.shared
-        case let other?: throw ValidationError("BOOKCACHE_TRANSPORT: '\(other)' is not curl or asynchttpclient.")
+    /// The libcurl transport, configured from the command line's options and the cache's
+    /// settings. It starts its thread only when a command first uses the network.
+    func transport(_ connection: ConnectionOptions?, root: URL) throws -> any HTTPTransport {
+        let settings: CacheSettings
+        do {
+            settings = try CacheSettings.read(cacheRoot: root)
+        } catch {
+            throw ValidationError(error.message)
         }
+        return CurlTransport(configuration: try ConnectionOptions.configuration(connection, settings: settings))
     }
 
     /// `BOOKCACHE_RESERVE`, when set: the free space to keep, for scripts and tests.

@@ -1,0 +1,68 @@
+import Foundation
+
+/// An extra request header a caller sends with every request for a file, such as a bearer token
+/// (`Authorization: Bearer …`) or an API key, as curl's `--header` takes it.
+///
+/// The transport sends it on redirects to the same host; libcurl leaves `Authorization` and
+/// `Cookie` out after a redirect to another host, as curl does. Its value is never logged.
+public struct HTTPHeader: Sendable, Hashable, Codable, CustomStringConvertible {
+    /// The header's name, such as `Authorization`.
+    public var name: String
+    /// Its value.
+    public var value: String
+
+    /// Headers the downloader sets itself to resume a file; a caller cannot replace them.
+    public static let reservedNames: Set<String> = ["range", "if-range", "content-length", "transfer-encoding"]
+
+    /// Creates a header after checking it.
+    /// - Throws: ``InvalidHTTPHeader`` for a name that is not an HTTP token or is one the
+    ///   downloader sets, or a value with a line break.
+    public init(name: String, value: String) throws(InvalidHTTPHeader) {
+        let name = name.trimmingCharacters(in: .whitespaces)
+        let value = value.trimmingCharacters(in: .whitespaces)
+        let token = CharacterSet(charactersIn: "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+        guard !name.isEmpty, name.unicodeScalars.allSatisfy(token.contains) else {
+            throw Self.invalid("'\(name)' is not a header name; write it as \"Name: value\"")
+        }
+        guard !Self.reservedNames.contains(name.lowercased()) else {
+            throw Self.invalid("\(name) is set by the downloader itself (to resume files) and cannot be given")
+        }
+        guard !value.contains(where: { $0 == "\r" || $0 == "\n" || $0 == "\0" }) else {
+            throw Self.invalid("the value of \(name) has a line break")
+        }
+        self.name = name
+        self.value = value
+    }
+
+    /// Parses `Name: value`, as curl's `--header` takes it.
+    /// - Throws: ``InvalidHTTPHeader``.
+    public init(parsing line: String) throws(InvalidHTTPHeader) {
+        guard let colon = line.firstIndex(of: ":") else {
+            throw Self.invalid("'\(line.prefix(40))' has no colon; write a header as \"Name: value\"")
+        }
+        try self.init(name: String(line[..<colon]), value: String(line[line.index(after: colon)...]))
+    }
+
+    /// The header with its value hidden, for messages and logs.
+    public var description: String { "\(name): ***" }
+
+    private static func invalid(_ message: String) -> InvalidHTTPHeader {
+        InvalidHTTPHeader(message: message)
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        try self.init(name: container.decode(String.self, forKey: .name), value: container.decode(String.self, forKey: .value))
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case name, value
+    }
+}
+
+/// A header that cannot be sent, with what to write instead.
+public struct InvalidHTTPHeader: Error, Sendable, Hashable, CustomStringConvertible {
+    /// What is wrong, in plain words.
+    public var message: String
+    public var description: String { "invalid header: \(message)" }
+}
