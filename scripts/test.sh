@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets up, builds, and runs every test (the CLI tests run the built bookcache binary).
-# Also installs Debian's calibre for the calibre-server integration test; when it cannot be
-# installed, that one test is skipped and says why.
+# Also installs Debian's calibre (the calibre-server integration test) and nginx with openssl (the
+# TLS and HTTP/2 test); when they cannot be installed, those tests are skipped and say why.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -11,6 +11,14 @@ if ! command -v calibre-server >/dev/null 2>&1; then
   if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
   if ! { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends calibre >/dev/null; }; then
     echo "warning: calibre could not be installed; the calibre-server test will be skipped" >&2
+  fi
+fi
+if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ] || ! command -v openssl >/dev/null 2>&1; then
+  echo "installing Debian's nginx-light and openssl for the TLS test" >&2
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  if ! { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends nginx-light openssl >/dev/null; }; then
+    echo "warning: nginx could not be installed; the TLS test will be skipped" >&2
   fi
 fi
 swift build

@@ -66,6 +66,7 @@ public final class TestHTTPServer: Sendable {
         var log: [LoggedRequest] = []
         var inFlight = 0
         var maxInFlight = 0
+        var connections = 0
         var heldPaths: Set<String> = []
         var holdUntilConcurrent: Int?
         var slowBodies: (chunk: Int, pause: TimeAmount)?
@@ -90,19 +91,22 @@ public final class TestHTTPServer: Sendable {
         self.directory = directory
     }
 
-    /// Binds to `127.0.0.1` (port 0 picks a free one) and starts serving.
-    /// - Parameter port: The port; 0 for any free one.
-    public func start(port: Int = 0) async throws {
+    /// Binds to `127.0.0.1` (or `host`; port 0 picks a free one) and starts serving.
+    /// - Parameters:
+    ///   - host: The address to listen on, such as `::1`.
+    ///   - port: The port; 0 for any free one.
+    public func start(host: String = "127.0.0.1", port: Int = 0) async throws {
         let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { [self] channel in
-                channel.eventLoop.makeCompletedFuture {
+                state.withLock { $0.connections += 1 }
+                return channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
                     try channel.pipeline.syncOperations.addHandler(RequestHandler(server: self))
                 }
             }
-        let bound = try await bootstrap.bind(host: "127.0.0.1", port: port).get()
+        let bound = try await bootstrap.bind(host: host, port: port).get()
         channel.withLock { $0 = bound }
     }
 
@@ -162,6 +166,9 @@ public final class TestHTTPServer: Sendable {
     public func requestCount(for path: String) -> Int {
         state.withLock { $0.log.filter { $0.path == path }.count }
     }
+
+    /// How many connections clients opened.
+    public var connectionCount: Int { state.withLock { $0.connections } }
 
     /// The most requests that were being answered at the same time.
     public var maxConcurrentRequests: Int { state.withLock { $0.maxInFlight } }

@@ -143,3 +143,77 @@ struct NetworkCLITests {
         }
     }
 }
+
+@Suite("bookcache connections: reuse and IPv6")
+struct ConnectionCLITests {
+    @Test("a batch reuses connections to its host instead of opening one per book")
+    func reuse() async throws {
+        let alice = try Fixtures.data("alice.epub")
+        let files = Dictionary(uniqueKeysWithValues: (0..<6).map { ("b\($0).epub", alice) })
+        try await withServerAndDirectory(files: files) { server, dir in
+            let manifest = dir.path("m.jsonl")
+            try Data((0..<6).map { "\(server.baseURL)/b\($0).epub\n" }.joined().utf8).write(to: manifest)
+            let result = try await ProcessRunner.run(
+                "bookcache", ["download", "--from", manifest.path, "--concurrency", "1", "--cache-dir", dir.path("cache").path],
+                environment: ["BOOKCACHE_RESERVE": "0"])
+            #expect(result.status == 0, "\(result.stderr)")
+            #expect(server.requests.count == 6)
+            #expect(server.connectionCount < 6, "\(server.connectionCount) connections for 6 books one after another")
+        }
+    }
+
+    @Test("an IPv6 literal URL is downloaded (skipped when this machine has no ::1)")
+    func ipv6() async throws {
+        let server = TestHTTPServer()
+        server.setFile(try Fixtures.data("alice.epub"), at: "alice.epub")
+        do {
+            try await server.start(host: "::1")
+        } catch {
+            print("skipped: no IPv6 loopback here (\(error))")
+            return
+        }
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let result = try await ProcessRunner.run(
+            "bookcache", ["download", "http://[::1]:\(server.port)/alice.epub", "--cache-dir", dir.path("cache").path],
+            environment: ["BOOKCACHE_RESERVE": "0"])
+        try await server.shutdown()
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(server.requests.map(\.path) == ["/alice.epub"])
+    }
+}
+
+@Suite("bookcache over TLS: a real nginx with HTTP/2")
+struct TLSCLITests {
+    @Test("an untrusted certificate fails at once and says to use --cacert; with --cacert (or the setting) the book comes over HTTP/2")
+    func cacertAndHTTP2() async throws {
+        guard NginxServer.isInstalled else {
+            print("skipped: nginx or openssl is not installed (scripts/test.sh installs them)")
+            return
+        }
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let books = dir.path("books")
+        try FileManager.default.createDirectory(at: books, withIntermediateDirectories: true)
+        try Fixtures.data("alice.epub").write(to: books.appendingPathComponent("alice.epub"))
+        let cache = dir.path("cache").path
+        func bookcache(_ arguments: [String]) async throws -> ProcessResult {
+            try await ProcessRunner.run("bookcache", arguments + ["--cache-dir", cache], environment: ["BOOKCACHE_RESERVE": "0"])
+        }
+        try await NginxServer.with(serving: books, work: dir.path("nginx")) { nginx in
+            let untrusted = try await bookcache(["download", "\(nginx.baseURL)/alice.epub", "--id", "a", "--json"])
+            #expect(untrusted.status == 1)
+            #expect(untrusted.stdout.contains("--cacert"), "\(untrusted.stdout)")
+            #expect(untrusted.stdout.contains(#""attempts":1"#), "not retried: \(untrusted.stdout)")
+
+            let trusted = try await bookcache(["download", "\(nginx.baseURL)/alice.epub", "--id", "a", "--cacert", nginx.certificateFile.path])
+            #expect(trusted.status == 0, "\(trusted.stderr)")
+            let log = try nginx.accessLog()
+            #expect(log.last == #""GET /alice.epub HTTP/2.0" 200"#, "\(log)")
+
+            #expect(try await bookcache(["config", "set", "cacert", nginx.certificateFile.path]).status == 0)
+            let bySetting = try await bookcache(["download", "\(nginx.baseURL)/alice.epub", "--id", "b"])
+            #expect(bySetting.status == 0, "\(bySetting.stderr)")
+        }
+    }
+}

@@ -8,16 +8,20 @@ struct ConfigCommand: AsyncParsableCommand {
         discussion: """
             Settings: max-size (the size budget, such as 2GiB or 1.5GB; least-recently-used books \
             are evicted to stay under it), keep (the most books kept), reserve (free space to \
-            leave on the disk, default 100MB).
+            leave on the disk, default 100MB), proxy (as curl's --proxy; "" for none, whatever \
+            $http_proxy says), noproxy (hosts reached directly), limit-rate (bytes per second per \
+            download, such as 2MB), netrc (a netrc file for logins), cacert (a PEM file of \
+            certificate authorities). Options of the same names on the command line come first. A \
+            proxy's password is shown as ***.
             """,
         subcommands: [Set.self, Get.self, List.self, Unset.self],
         defaultSubcommand: List.self
     )
 
     struct Set: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(commandName: "set", abstract: "Set a setting: max-size, keep or reserve.")
+        static let configuration = CommandConfiguration(commandName: "set", abstract: "Set a setting: max-size, keep, reserve, proxy, noproxy, limit-rate, netrc or cacert.")
         @OptionGroup var global: GlobalOptions
-        @Argument(help: "max-size, keep or reserve.") var key: String
+        @Argument(help: "max-size, keep, reserve, proxy, noproxy, limit-rate, netrc or cacert.") var key: String
         @Argument(help: "The value, such as 2GiB or 50.") var value: String
 
         func validate() throws {
@@ -39,7 +43,7 @@ struct ConfigCommand: AsyncParsableCommand {
     struct Get: AsyncParsableCommand {
         static let configuration = CommandConfiguration(commandName: "get", abstract: "Print a setting; exit 1 when it is not set.")
         @OptionGroup var global: GlobalOptions
-        @Argument(help: "max-size, keep or reserve.") var key: String
+        @Argument(help: "max-size, keep, reserve, proxy, noproxy, limit-rate, netrc or cacert.") var key: String
 
         func validate() throws {
             try validateKey(key)
@@ -79,7 +83,7 @@ struct ConfigCommand: AsyncParsableCommand {
     struct Unset: AsyncParsableCommand {
         static let configuration = CommandConfiguration(commandName: "unset", abstract: "Remove a setting, back to its default.")
         @OptionGroup var global: GlobalOptions
-        @Argument(help: "max-size, keep or reserve.") var key: String
+        @Argument(help: "max-size, keep, reserve, proxy, noproxy, limit-rate, netrc or cacert.") var key: String
 
         func validate() throws {
             try validateKey(key)
