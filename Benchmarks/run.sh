@@ -2,7 +2,7 @@
 # BookCache benchmarks against curl and aria2 on loopback (nginx with sendfile). Not a test: it
 # prints a table of medians and ratios and writes it to Benchmarks/results/latest.md.
 #
-#   Benchmarks/run.sh [all|batch|small|large|index|verify] [ROUNDS]
+#   Benchmarks/run.sh [all|batch|small|large|limit|index|verify] [ROUNDS]
 #
 # Installs nginx, aria2, curl and python3 when missing; builds bookcache in release mode.
 set -euo pipefail
@@ -82,6 +82,10 @@ if [ "$what" = all ] || [ "$what" = batch ]; then
   compare "500 × 1 MiB, concurrency 8" "xargs -P 8 curl" \
     "rm -rf $work/c1 $work/d1; mkdir -p $work/d1" "$bin download --from $work/batch-500.txt --concurrency 8 --cache-dir $work/c1" \
     "rm -rf $work/d1; mkdir -p $work/d1" "cd $work/d1 && xargs -P 8 -n 1 curl -s -O <$work/batch-500.txt"
+  { echo "remote-name-all"; sed 's#.*#url = "&"#' "$work/batch-500.txt"; } >"$work/batch-500.curlrc"
+  compare "500 × 1 MiB, concurrency 8" "curl --parallel-max 8" \
+    "rm -rf $work/c1" "$bin download --from $work/batch-500.txt --concurrency 8 --cache-dir $work/c1" \
+    "rm -rf $work/d4; mkdir -p $work/d4" "cd $work/d4 && curl -s --parallel --parallel-max 8 -K $work/batch-500.curlrc"
   compare "500 × 1 MiB, concurrency 8" "aria2c -j 8" \
     "rm -rf $work/c1" "$bin download --from $work/batch-500.txt --concurrency 8 --cache-dir $work/c1" \
     "rm -rf $work/d2; mkdir -p $work/d2" "aria2c -q -j 8 -x 1 --allow-overwrite=true --auto-file-renaming=false -d $work/d2 -i $work/batch-500.txt"
@@ -93,6 +97,21 @@ if [ "$what" = all ] || [ "$what" = small ]; then
   compare "2000 × 64 KiB, concurrency 16" "xargs -P 16 curl" \
     "rm -rf $work/c2" "$bin download --from $work/batch-2000.txt --concurrency 16 --cache-dir $work/c2" \
     "rm -rf $work/d3; mkdir -p $work/d3" "cd $work/d3 && xargs -P 16 -n 1 curl -s -O <$work/batch-2000.txt"
+  { echo "remote-name-all"; sed 's#.*#url = "&"#' "$work/batch-2000.txt"; } >"$work/batch-2000.curlrc"
+  compare "2000 × 64 KiB, concurrency 16" "curl --parallel-max 16" \
+    "rm -rf $work/c2" "$bin download --from $work/batch-2000.txt --concurrency 16 --cache-dir $work/c2" \
+    "rm -rf $work/d5; mkdir -p $work/d5" "cd $work/d5 && curl -s --parallel --parallel-max 16 -K $work/batch-2000.curlrc"
+  compare "2000 × 64 KiB, concurrency 16" "aria2c -j 16" \
+    "rm -rf $work/c2" "$bin download --from $work/batch-2000.txt --concurrency 16 --cache-dir $work/c2" \
+    "rm -rf $work/d6; mkdir -p $work/d6" "aria2c -q -j 16 -x 1 --allow-overwrite=true --auto-file-renaming=false -d $work/d6 -i $work/batch-2000.txt"
+fi
+
+if [ "$what" = all ] || [ "$what" = limit ]; then
+  # --limit-rate: 200 MB at 20 MB/s should take 10 s (target: within 5%), as curl's does.
+  books 1 200000000 lim
+  compare "200 MB with --limit-rate 20MB (target 10 s ± 5%)" "curl --limit-rate 20000000" \
+    "rm -rf $work/c4" "$bin download $base/lim0.epub --cache-dir $work/c4 --reserve 0 --limit-rate 20MB" \
+    "rm -f $work/lim.out" "curl -s --limit-rate 20000000 -o $work/lim.out $base/lim0.epub"
 fi
 
 if [ "$what" = all ] || [ "$what" = large ]; then
