@@ -11,14 +11,14 @@ let package = Package(
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
-        .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
     ],
     targets: [
         // C calls Swift's Glibc module does not export (sync_file_range, open file description locks),
-        // and zlib's CRC-32 (zlib comes with libzip-dev).
-        .target(name: "CBookCacheShims", linkerSettings: [.linkedLibrary("z")]),
+        // zlib's CRC-32 (zlib comes with libzip-dev) and OpenSSL's SHA-256 (libssl-dev; libcurl
+        // already loads libcrypto).
+        .target(name: "CBookCacheShims", linkerSettings: [.linkedLibrary("z"), .linkedLibrary("crypto")]),
         // libcurl, from Debian's libcurl4-openssl-dev, for the curl transport.
         .systemLibrary(
             name: "CCurl",
@@ -32,7 +32,6 @@ let package = Package(
                 "CBookCacheShims",
                 "CCurl",
                 .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -48,7 +47,6 @@ let package = Package(
                 "DownloadQueue",
                 "CLibzip",
                 "CBookCacheShims",
-                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -79,7 +77,7 @@ let package = Package(
             name: "DownloadQueueTests",
             dependencies: [
                 "DownloadQueue", "BookCacheTestSupport",
-                .product(name: "Logging", package: "swift-log"), .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
             ]
         ),
@@ -89,7 +87,7 @@ let package = Package(
         ),
         .testTarget(
             name: "BookCacheCLITests",
-            dependencies: ["BookCache", "BookCacheTestSupport", .product(name: "Crypto", package: "swift-crypto")]
+            dependencies: ["BookCache", "BookCacheTestSupport"]
         ),
     ],
     swiftLanguageModes: [.v6]

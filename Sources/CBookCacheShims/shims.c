@@ -65,3 +65,30 @@ unsigned int bookcache_crc32(unsigned int crc, const void *bytes, unsigned long 
 unsigned int bookcache_crc32_combine(unsigned int first, unsigned int second, long long secondLength) {
     return (unsigned int)crc32_combine(first, second, (z_off_t)secondLength);
 }
+
+#include <openssl/evp.h>
+
+void *bookcache_sha256_new(void) {
+    EVP_MD_CTX *context = EVP_MD_CTX_new();
+    if (context == NULL) return NULL;
+    if (EVP_DigestInit_ex(context, EVP_sha256(), NULL) != 1) {
+        EVP_MD_CTX_free(context);
+        return NULL;
+    }
+    return context;
+}
+
+int bookcache_sha256_update(void *context, const void *bytes, unsigned long long count) {
+    return EVP_DigestUpdate((EVP_MD_CTX *)context, bytes, (size_t)count);
+}
+
+int bookcache_sha256_finish(void *context, unsigned char *digest) {
+    unsigned int length = 0;
+    int ok = EVP_DigestFinal_ex((EVP_MD_CTX *)context, digest, &length);
+    EVP_MD_CTX_free((EVP_MD_CTX *)context);
+    return ok == 1 && length == 32;
+}
+
+void bookcache_sha256_free(void *context) {
+    EVP_MD_CTX_free((EVP_MD_CTX *)context);
+}

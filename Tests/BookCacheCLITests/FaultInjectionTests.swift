@@ -1,5 +1,5 @@
 import BookCacheTestSupport
-import Crypto
+import DownloadQueue
 import Foundation
 import Testing
 
@@ -55,7 +55,7 @@ struct FaultInjectionTests {
         for record in records {
             let path = cache + "/" + (record["localPath"] as? String ?? "?")
             let data = try #require(FileManager.default.contents(atPath: path), "listed but missing: \(path)")
-            let digest = SHA256.hash(data: data).map { String(format: "%02x", $0) }.joined()
+            let digest = SHA256Hasher.hex(of: data)
             #expect(digest == record["checksum"] as? String, "checksum mismatch for \(path)")
         }
         for folder in ["ebooks", "magazines"] {

@@ -1,5 +1,4 @@
 import BookCacheTestSupport
-import Crypto
 import DownloadQueue
 import Foundation
 import Logging
@@ -12,7 +11,7 @@ func payload(_ count: Int, seed: UInt8 = 0) -> Data {
 }
 
 func sha256(_ data: Data) -> String {
-    SHA256.hash(data: data).map { String(format: "%02x", $0) }.joined()
+    SHA256Hasher.hex(of: data)
 }
 
 /// A job that fetches `/path` from the test server into `name` in the test's directory.

@@ -1,5 +1,4 @@
 import BookCacheTestSupport
-import Crypto
 import DownloadQueue
 import Foundation
 import Logging
@@ -13,7 +12,7 @@ struct FileDownloaderTests {
     let payload = Data((0..<200_000).map { UInt8(truncatingIfNeeded: $0 &* 7) })
 
     var payloadSHA256: String {
-        SHA256.hash(data: payload).map { String(format: "%02x", $0) }.joined()
+        SHA256Hasher.hex(of: payload)
     }
 
     @Test("streams the body to disk with its SHA-256, ETag and Last-Modified")
@@ -197,5 +196,25 @@ struct FileDownloaderTests {
         formatter.timeZone = TimeZone(identifier: "GMT")
         formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
         #expect(RetryAfter.parse(formatter.string(from: date), now: now) == .seconds(30))
+    }
+}
+
+@Suite("SHA-256 from OpenSSL")
+struct SHA256HasherTests {
+    @Test("FIPS 180-2's vectors, whole and fed in uneven pieces")
+    func vectors() {
+        #expect(SHA256Hasher.hex(of: Data("abc".utf8)) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+        #expect(SHA256Hasher.hex(of: Data()) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
+        let million = Data(repeating: UInt8(ascii: "a"), count: 1_000_000)
+        let hasher = SHA256Hasher()
+        var offset = 0
+        var step = 1
+        while offset < million.count {
+            let end = min(offset + step, million.count)
+            hasher.update(million[offset..<end])
+            offset = end
+            step = step * 3 + 1
+        }
+        #expect(hasher.finalize() == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0")
     }
 }

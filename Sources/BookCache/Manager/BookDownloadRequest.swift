@@ -1,4 +1,3 @@
-import Crypto
 import DownloadQueue
 import Foundation
 
@@ -190,7 +189,7 @@ public struct BookDownloadRequest: Sendable, Hashable {
     }
 
     private static func shortHash(_ text: String) -> String {
-        SHA256.hash(data: Data(text.utf8)).prefix(6).map { String(format: "%02x", $0) }.joined()
+        String(SHA256Hasher.hex(of: Data(text.utf8)).prefix(12))
     }
 
     /// `text` with characters outside `A–Z a–z 0–9 . _ -` replaced by `_` (runs collapsed), no

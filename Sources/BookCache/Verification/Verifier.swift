@@ -1,4 +1,3 @@
-import Crypto
 import Foundation
 import Logging
 
@@ -101,7 +100,7 @@ struct Verifier: Sendable {
         let fd = open(url.path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return .failure(FileSystem.CallError(operation: "open", path: url.path, code: errno)) }
         defer { close(fd) }
-        var hasher = SHA256()
+        let hasher = SHA256Hasher()
         let size = 1 << 20
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: size, alignment: 16)
         defer { buffer.deallocate() }
@@ -112,8 +111,8 @@ struct Verifier: Sendable {
                 return .failure(FileSystem.CallError(operation: "read", path: url.path, code: errno))
             }
             if n == 0 { break }
-            hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
+            hasher.update(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
         }
-        return .success(FileDownloader.hex(hasher.finalize()))
+        return .success(hasher.finalize())
     }
 }

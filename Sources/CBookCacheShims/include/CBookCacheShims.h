@@ -22,4 +22,17 @@ unsigned int bookcache_crc32(unsigned int crc, const void *bytes, unsigned long 
 /// zlib's `crc32_combine`: the CRC-32 of two ranges one after the other, from each one's CRC-32.
 unsigned int bookcache_crc32_combine(unsigned int first, unsigned int second, long long secondLength);
 
+/// A running SHA-256 from the system's OpenSSL (libcrypto, which libcurl already loads). Returns
+/// NULL when out of memory.
+void *bookcache_sha256_new(void);
+
+/// Adds `count` bytes. Returns 1, or 0 on failure.
+int bookcache_sha256_update(void *context, const void *bytes, unsigned long long count);
+
+/// Writes the 32-byte digest to `digest` and frees the context. Returns 1, or 0 on failure.
+int bookcache_sha256_finish(void *context, unsigned char *digest);
+
+/// Frees a context that is not finished.
+void bookcache_sha256_free(void *context);
+
 #endif

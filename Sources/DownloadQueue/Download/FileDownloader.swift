@@ -1,5 +1,4 @@
 import CBookCacheShims
-import Crypto
 import Foundation
 import Logging
 import NIOCore
@@ -229,7 +228,7 @@ public struct FileDownloader: Sendable {
         return DownloadedFile(
             path: destination,
             byteCount: received,
-            sha256: Self.hex(hasher.value.finalize()),
+            sha256: hasher.value.finalize(),
             blockCRC32: hasher.blocks,
             etag: etag,
             lastModified: lastModified,
@@ -417,11 +416,11 @@ private func systemClose(_ fd: Int32) -> Int32 {
 /// The running SHA-256 (and block CRC-32s, when asked for) of a download; used by one lane of
 /// ``FileDownloader/hashAndWrite`` at a time.
 final class HashBox: @unchecked Sendable {
-    var value = SHA256()
+    let value = SHA256Hasher()
     var blocks: BlockCRC32?
 
     func update(_ bytes: UnsafeRawBufferPointer) {
-        value.update(bufferPointer: bytes)
+        value.update(bytes)
         blocks?.update(bytes)
     }
 }
