@@ -40,6 +40,21 @@ struct NetworkCLITests {
         }
     }
 
+    @Test("sync -H: the header goes with the catalogue and its own books, not with a book it links on another host")
+    func syncHeadersStayWithTheSource() async throws {
+        try await withServerAndDirectory(files: ["a.epub": alice, "b.epub": alice]) { server, dir in
+            let manifest = "\(server.baseURL)/a.epub\nhttp://localhost:\(server.port)/b.epub\n"
+            server.setFile(Data(manifest.utf8), at: "list.jsonl")
+            let result = try await bookcache(
+                ["sync", "\(server.baseURL)/list.jsonl", "--keep", "2", "-H", "X-Token: t0ken"], dir.path("cache").path)
+            #expect(result.status == 0, "\(result.stdout) \(result.stderr)")
+            let seen = Dictionary(server.requests.map { ($0.path, $0.headers["x-token"]) }, uniquingKeysWith: { first, _ in first })
+            #expect(seen["/list.jsonl"] == .some("t0ken"))
+            #expect(seen["/a.epub"] == .some("t0ken"))
+            #expect(seen["/b.epub"] == .some(nil), "the book on localhost got no header")
+        }
+    }
+
     @Test("a bearer header and a login stay with their host: a redirect from 127.0.0.1 to localhost carries neither")
     func credentialsStayWithTheirHost() async throws {
         try await withServerAndDirectory(files: ["alice.epub": alice]) { server, dir in

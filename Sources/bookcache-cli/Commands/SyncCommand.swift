@@ -16,7 +16,7 @@ struct SyncCommand: AsyncParsableCommand {
             link); entries without one are skipped and take no slot. A catalogue behind a login \
             takes http://USER:PASSWORD@host/…, --user, --netrc or a bearer token in --header (a login \
             is answered, Basic or Digest, only when the catalogue's own host asks; headers go only \
-            to that host).
+            with its pages and the books on its own host).
 
             The first N books are cached (failures are skipped); books that an \
             earlier sync of the same SOURCE brought in and that are no longer among them are \

@@ -84,7 +84,7 @@ struct LoginOptions: ParsableArguments {
     var user: String?
 
     @Option(name: [.customShort("H"), .customLong("header")], help: ArgumentHelp(
-        "An extra request header, such as \"Authorization: Bearer TOKEN\" (repeatable; sent to the URLs' own host only).",
+        "An extra request header, such as \"Authorization: Bearer TOKEN\" (repeatable); as in curl, Authorization and Cookie are not sent on after a redirect to another host.",
         valueName: "header"))
     var headers: [String] = []
 
