@@ -31,7 +31,6 @@ let package = Package(
             dependencies: [
                 "CBookCacheShims",
                 "CCurl",
-                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

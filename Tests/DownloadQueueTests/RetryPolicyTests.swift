@@ -1,5 +1,4 @@
 import Foundation
-import NIOCore
 import Testing
 
 @testable import DownloadQueue

@@ -1,5 +1,4 @@
 import Foundation
-import NIOCore
 
 /// Hashes and writes one batch of a large body on its own thread while the next batch is
 /// received, so the network, the hash and the disk overlap instead of taking turns.
@@ -9,14 +8,14 @@ import NIOCore
 /// ``drain()``. ``close()`` ends the thread once it is idle; call it on every path.
 final class BatchPipeline: @unchecked Sendable {
     private let condition = NSCondition()
-    private var queued: [ByteBuffer]?
+    private var queued: [[UInt8]]?
     private var busy = false
     private var closed = false
     private var failure: (any Error)?
     private var waiter: CheckedContinuation<Void, Never>?
 
     /// Starts the thread that runs `work` on each submitted batch, in order.
-    init(work: @escaping @Sendable ([ByteBuffer]) throws -> Void) {
+    init(work: @escaping @Sendable ([[UInt8]]) throws -> Void) {
         let thread = Thread { [self] in run(work) }
         thread.name = "bookcache-writer"
         thread.start()
@@ -24,7 +23,7 @@ final class BatchPipeline: @unchecked Sendable {
 
     /// Hands `batch` over once the previous batch is done.
     /// - Throws: The failure of an earlier batch, if any.
-    func submit(_ batch: [ByteBuffer]) async throws {
+    func submit(_ batch: [[UInt8]]) async throws {
         await waitUntilIdle()
         try condition.withLock {
             if let failure { throw failure }
@@ -62,7 +61,7 @@ final class BatchPipeline: @unchecked Sendable {
         }
     }
 
-    private func run(_ work: ([ByteBuffer]) throws -> Void) {
+    private func run(_ work: ([[UInt8]]) throws -> Void) {
         condition.lock()
         while true {
             while queued == nil && !closed { condition.wait() }

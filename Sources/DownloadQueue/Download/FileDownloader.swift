@@ -1,7 +1,6 @@
 import CBookCacheShims
 import Foundation
 import Logging
-import NIOCore
 
 #if canImport(Glibc)
     import Glibc
@@ -152,7 +151,7 @@ public struct FileDownloader: Sendable {
             Self.discard(destination)
             throw DownloadError.classifying(error, url: finalURL)
         }
-        var batch: [ByteBuffer] = []
+        var batch: [[UInt8]] = []
         var batchBytes = 0
         // A large body (or one of unknown length) is hashed and written on another thread while
         // the next batch arrives.
@@ -166,14 +165,14 @@ public struct FileDownloader: Sendable {
             onProgress(DownloadProgress(receivedBytes: received, totalBytes: expectedTotal))
             for try await buffer in response.body {
                 try Task.checkCancellation()
-                received += Int64(buffer.readableBytes)
+                received += Int64(buffer.count)
                 if received > maxBytes || (expectedTotal.map { received > $0 } ?? false) {
                     throw DownloadError(
                         kind: .bodyTooLong, url: finalURL,
                         detail: "received more than the \(expectedTotal ?? maxBytes) bytes announced")
                 }
                 batch.append(buffer)
-                batchBytes += buffer.readableBytes
+                batchBytes += buffer.count
                 if batchBytes >= batchLimit {
                     if let pipeline {
                         try await pipeline.submit(batch)
@@ -252,9 +251,9 @@ public struct FileDownloader: Sendable {
 
     /// Hashes and writes a batch of buffers. (Hashing on one core while writing on another
     /// gained nothing measurable in a 7-round A/B on the libcurl transport, so it went.)
-    static func hashAndWrite(_ batch: [ByteBuffer], hasher: HashBox, file: OutputFile) throws {
+    static func hashAndWrite(_ batch: [[UInt8]], hasher: HashBox, file: OutputFile) throws {
         for buffer in batch {
-            try buffer.withUnsafeReadableBytes { bytes in
+            try buffer.withUnsafeBytes { bytes in
                 hasher.update(bytes)
                 try file.write(bytes)
             }

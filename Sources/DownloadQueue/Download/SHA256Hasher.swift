@@ -3,7 +3,8 @@ import Foundation
 
 /// SHA-256 from the system's OpenSSL (libcrypto, which libcurl already loads), fed in pieces.
 ///
-/// One hasher is used by one thread at a time; ``finalize()`` ends it.
+/// One hasher is used by one thread at a time; ``finalize()`` ends it. Like an allocation, it
+/// traps only when OpenSSL cannot allocate its context.
 public final class SHA256Hasher: @unchecked Sendable {
     private var context: UnsafeMutableRawPointer?
 

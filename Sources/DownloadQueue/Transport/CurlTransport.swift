@@ -1,7 +1,6 @@
 import CCurl
 import Foundation
 import Logging
-import NIOCore
 import Synchronization
 
 /// An ``HTTPTransport`` on libcurl's multi interface: one thread drives every transfer, and each
@@ -117,7 +116,7 @@ public final class CurlTransport: HTTPTransport, Sendable {
 
 /// The body of a curl transfer, read once.
 private struct CurlBody: AsyncSequence, Sendable {
-    typealias Element = ByteBuffer
+    typealias Element = [UInt8]
     let transfer: CurlTransfer
     let driver: CurlDriver
 
@@ -127,7 +126,7 @@ private struct CurlBody: AsyncSequence, Sendable {
         let transfer: CurlTransfer
         let driver: CurlDriver
 
-        mutating func next() async throws -> ByteBuffer? {
+        mutating func next() async throws -> [UInt8]? {
             let transfer = self.transfer
             let driver = self.driver
             return try await withTaskCancellationHandler {
@@ -150,12 +149,12 @@ final class CurlTransfer: @unchecked Sendable {
     private struct State {
         var head: CheckedContinuation<Head, any Error>?
         var headers: [(name: String, value: String)] = []
-        var buffered: [ByteBuffer] = []
+        var buffered: [[UInt8]] = []
         var bufferedBytes = 0
         var paused = false
         var finished = false
         var failure: (any Error)?
-        var reader: CheckedContinuation<ByteBuffer?, any Error>?
+        var reader: CheckedContinuation<[UInt8]?, any Error>?
     }
 
     let url: URL
@@ -203,7 +202,7 @@ final class CurlTransfer: @unchecked Sendable {
     /// and URL; it is called for the first bytes only.
     func received(body bytes: UnsafeRawBufferPointer, head readHead: () -> (status: Int, url: URL?)) -> Bool {
         // The bytes are copied once: to the waiting reader, or into the buffer.
-        let (head, reader, buffer, accepted): (CheckedContinuation<Head, any Error>?, CheckedContinuation<ByteBuffer?, any Error>?, ByteBuffer?, Bool) =
+        let (head, reader, buffer, accepted): (CheckedContinuation<Head, any Error>?, CheckedContinuation<[UInt8]?, any Error>?, [UInt8]?, Bool) =
             state.withLock { state in
                 let head = state.head
                 state.head = nil
@@ -211,13 +210,13 @@ final class CurlTransfer: @unchecked Sendable {
                     state.paused = true
                     return (head, nil, nil, false)
                 }
-                let buffer = ByteBuffer(bytes: bytes)
+                let buffer = [UInt8](bytes)
                 if let reader = state.reader {
                     state.reader = nil
                     return (head, reader, buffer, true)
                 }
                 state.buffered.append(buffer)
-                state.bufferedBytes += buffer.readableBytes
+                state.bufferedBytes += buffer.count
                 return (head, nil, nil, true)
             }
         if let head {
@@ -230,7 +229,7 @@ final class CurlTransfer: @unchecked Sendable {
 
     /// The transfer ended: `error` is nil on success.
     func finished(status: Int, effectiveURL: URL?, error: DownloadError?) {
-        let (head, reader): (CheckedContinuation<Head, any Error>?, CheckedContinuation<ByteBuffer?, any Error>?) = state.withLock { state in
+        let (head, reader): (CheckedContinuation<Head, any Error>?, CheckedContinuation<[UInt8]?, any Error>?) = state.withLock { state in
             state.finished = true
             state.failure = error
             let head = state.head
@@ -261,17 +260,17 @@ final class CurlTransfer: @unchecked Sendable {
 
     // MARK: Reader
 
-    func nextBuffer(unpause: @Sendable () -> Void) async throws -> ByteBuffer? {
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<ByteBuffer?, any Error>) in
+    func nextBuffer(unpause: @Sendable () -> Void) async throws -> [UInt8]? {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<[UInt8]?, any Error>) in
             enum Action {
-                case give(ByteBuffer?)
+                case give([UInt8]?)
                 case fail(any Error)
                 case wait(unpause: Bool)
             }
             let action: Action = state.withLock { state in
                 if !state.buffered.isEmpty {
                     let buffer = state.buffered.removeFirst()
-                    state.bufferedBytes -= buffer.readableBytes
+                    state.bufferedBytes -= buffer.count
                     return .give(buffer)
                 }
                 if state.finished {

@@ -1,5 +1,4 @@
 import Foundation
-import NIOCore
 
 /// The seam between the download logic and an HTTP stack.
 ///
@@ -77,13 +76,13 @@ public struct TransportResponse: Sendable {
 
 /// A response body: an asynchronous sequence of byte buffers, read once.
 public struct ResponseBody: AsyncSequence, Sendable {
-    public typealias Element = ByteBuffer
+    public typealias Element = [UInt8]
 
-    private let makeNext: @Sendable () -> (@Sendable () async throws -> ByteBuffer?)
+    private let makeNext: @Sendable () -> (@Sendable () async throws -> [UInt8]?)
 
     /// Wraps any sendable sequence of byte buffers.
     /// - Parameter sequence: The underlying body.
-    public init<Base: AsyncSequence & Sendable>(_ sequence: Base) where Base.Element == ByteBuffer {
+    public init<Base: AsyncSequence & Sendable>(_ sequence: Base) where Base.Element == [UInt8] {
         self.makeNext = {
             let box = IteratorBox(sequence.makeAsyncIterator())
             return { try await box.next() }
@@ -98,10 +97,10 @@ public struct ResponseBody: AsyncSequence, Sendable {
     public func collect(maxBytes: Int, url: URL) async throws -> Data {
         var data = Data()
         for try await buffer in self {
-            guard data.count + buffer.readableBytes <= maxBytes else {
+            guard data.count + buffer.count <= maxBytes else {
                 throw DownloadError(kind: .bodyTooLong, url: url, detail: "more than \(maxBytes) bytes")
             }
-            buffer.withUnsafeReadableBytes { data.append(contentsOf: $0) }
+            buffer.withUnsafeBytes { data.append(contentsOf: $0) }
         }
         return data
     }
@@ -113,10 +112,10 @@ public struct ResponseBody: AsyncSequence, Sendable {
 
     /// Iterates a ``ResponseBody``.
     public struct Iterator: AsyncIteratorProtocol {
-        fileprivate let next: @Sendable () async throws -> ByteBuffer?
+        fileprivate let next: @Sendable () async throws -> [UInt8]?
 
         /// The next buffer, or `nil` at the end of the body.
-        public mutating func next() async throws -> ByteBuffer? {
+        public mutating func next() async throws -> [UInt8]? {
             try await next()
         }
     }
@@ -124,14 +123,14 @@ public struct ResponseBody: AsyncSequence, Sendable {
 
 /// Holds an iterator so a closure can advance it. A body is iterated by one task at a time,
 /// which is what makes the unchecked conformance sound.
-private final class IteratorBox<Base: AsyncIteratorProtocol>: @unchecked Sendable where Base.Element == ByteBuffer {
+private final class IteratorBox<Base: AsyncIteratorProtocol>: @unchecked Sendable where Base.Element == [UInt8] {
     private var base: Base
 
     init(_ base: Base) {
         self.base = base
     }
 
-    func next() async throws -> ByteBuffer? {
+    func next() async throws -> [UInt8]? {
         try await base.next()
     }
 }
