@@ -17,10 +17,10 @@ base="$(head -n1 "$out")"
 export BOOKCACHE_DIR="$cache"
 echo "# serving Fixtures/books at $base; cache: $cache"
 run() { echo; echo "\$ bookcache $*"; "$bin/bookcache" "$@"; }
-run download "$base/alice.epub" --title "Alice in Fixtureland"
+run download "$base/alice.epub" --id alice --title "Alice in Fixtureland"
 run download "$base/pride.epub" --title "Pride and Fixtures"
 run download "$base/fixture-monthly-2024-05.pdf" --type magazine --id 2024-05 --title "Fixture Monthly"
-run download "$base/alice.epub"
+run download "$base/alice.epub" --id alice
 run download "$base/corrupt/crc-flip.epub" || echo "(refused, exit status $?)"
 run list
 run path ebook-alice

@@ -23,3 +23,8 @@ if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ] || ! command -
 fi
 swift build
 swift test "$@"
+# The README's first command must work too (it broke once unnoticed): run the demo, quietly.
+if [ $# -eq 0 ]; then
+  scripts/demo.sh >/dev/null 2>&1 || { echo "error: scripts/demo.sh failed; run it to see why" >&2; exit 1; }
+  echo "scripts/demo.sh ran to the end"
+fi
