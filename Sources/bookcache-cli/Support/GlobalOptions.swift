@@ -2,6 +2,7 @@ import ArgumentParser
 import BookCache
 import Foundation
 import Logging
+import Synchronization
 
 /// Options every subcommand accepts, before or after its name.
 struct GlobalOptions: ParsableArguments {
@@ -28,21 +29,18 @@ struct GlobalOptions: ParsableArguments {
         if let reserve = try reserve ?? Self.environmentReserve() {
             configuration.storageReserveBytes = reserve.bytes
         }
-        return BookCacheManager(configuration: configuration, transport: try transport(connection, root: root), logger: Logger(label: "bookcache"))
+        return BookCacheManager(configuration: configuration, transport: transport(connection, root: root), logger: Logger(label: "bookcache"))
     }
 }
 
 extension GlobalOptions {
     /// The libcurl transport, configured from the command line's options and the cache's
-    /// settings. It starts its thread only when a command first uses the network.
-    func transport(_ connection: ConnectionOptions?, root: URL) throws -> any HTTPTransport {
-        let settings: CacheSettings
-        do {
-            settings = try CacheSettings.read(cacheRoot: root)
-        } catch {
-            throw ValidationError(error.message)
+    /// settings when a command first uses the network: a command that never does reads no
+    /// settings for it and starts no thread.
+    func transport(_ connection: ConnectionOptions?, root: URL) -> any HTTPTransport {
+        SettingsConfiguredTransport { () throws(BookCacheError) in
+            CurlTransport(configuration: ConnectionOptions.configuration(connection, settings: try CacheSettings.read(cacheRoot: root)))
         }
-        return CurlTransport(configuration: try ConnectionOptions.configuration(connection, settings: settings))
     }
 
     /// `BOOKCACHE_RESERVE`, when set: the free space to keep, for scripts and tests.
@@ -57,3 +55,22 @@ extension GlobalOptions {
 }
 
 extension BookType: ExpressibleByArgument {}
+
+/// An ``HTTPTransport`` made on its first request, so reading the settings it needs costs
+/// nothing to commands that stay offline.
+final class SettingsConfiguredTransport: HTTPTransport, Sendable {
+    private let make: @Sendable () throws(BookCacheError) -> CurlTransport
+    private let made = Mutex<Result<CurlTransport, BookCacheError>?>(nil)
+
+    init(_ make: @escaping @Sendable () throws(BookCacheError) -> CurlTransport) {
+        self.make = make
+    }
+
+    func send(_ request: TransportRequest) async throws -> TransportResponse {
+        let transport = try made.withLock { made in
+            if made == nil { made = Result { () throws(BookCacheError) in try make() } }
+            return made!
+        }.get()
+        return try await transport.send(request)
+    }
+}

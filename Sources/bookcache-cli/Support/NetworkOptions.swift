@@ -7,7 +7,7 @@ import Foundation
 struct ConnectionOptions: ParsableArguments {
     @Option(name: [.customShort("x"), .long], help: ArgumentHelp(
         "Use this proxy, as curl takes it: http://HOST:PORT, socks5h://HOST:PORT, or \"\" for none (default: the proxy setting, else $http_proxy / $https_proxy / $all_proxy).",
-        valueName: "url"))
+        valueName: "url"), transform: { text in try checked { () throws(BookCacheError) in try CacheSettings.parseProxy(text) } })
     var proxy: String?
 
     @Option(name: .customLong("noproxy"), help: ArgumentHelp(
@@ -16,8 +16,8 @@ struct ConnectionOptions: ParsableArguments {
 
     @Option(name: .customLong("limit-rate"), help: ArgumentHelp(
         "The most each download receives per second, such as 500KB or 2MiB (default: the limit-rate setting, else none).",
-        valueName: "size"))
-    var limitRate: String?
+        valueName: "size"), transform: { text in try checked { () throws(BookCacheError) in try CacheSettings.parseRate(text) } })
+    var limitRate: Int64?
 
     @Option(name: .customLong("connect-timeout"), help: ArgumentHelp(
         "Seconds a connection may take to open (default 10).", valueName: "seconds"))
@@ -40,12 +40,6 @@ struct ConnectionOptions: ParsableArguments {
         if let connectTimeout, !(connectTimeout > 0 && connectTimeout <= 3600) {
             throw ValidationError("--connect-timeout must be more than 0 and at most 3600 seconds, not \(connectTimeout).")
         }
-        do {
-            _ = try proxy.map { text throws(BookCacheError) in try CacheSettings.parseProxy(text) }
-            _ = try limitRate.map { text throws(BookCacheError) in try CacheSettings.parseRate(text) }
-        } catch {
-            throw ValidationError(error.message)
-        }
         for file in [caFile, netrcPath].compactMap({ $0 }) where !FileManager.default.isReadableFile(atPath: file) {
             throw ValidationError("Cannot read \(file).")
         }
@@ -60,21 +54,21 @@ struct ConnectionOptions: ParsableArguments {
 
     /// The transport's configuration: the options (when the command has them), else the cache's
     /// settings, else curl's defaults.
-    static func configuration(_ options: ConnectionOptions?, settings: CacheSettings) throws -> CurlTransport.Configuration {
+    static func configuration(_ options: ConnectionOptions?, settings: CacheSettings) -> CurlTransport.Configuration {
         var configuration = CurlTransport.Configuration()
-        configuration.proxy = try options?.proxy.map { text in try parse { () throws(BookCacheError) in try CacheSettings.parseProxy(text) } } ?? settings.proxy
+        configuration.proxy = options?.proxy ?? settings.proxy
         configuration.noProxy = options?.noProxy ?? settings.noProxy
-        configuration.maxReceiveBytesPerSecond =
-            try options?.limitRate.map { text in try parse { () throws(BookCacheError) in try CacheSettings.parseRate(text) } } ?? settings.limitRate
+        configuration.maxReceiveBytesPerSecond = options?.limitRate ?? settings.limitRate
         if let connectTimeout = options?.connectTimeout { configuration.connectTimeout = .milliseconds(Int64(connectTimeout * 1000)) }
         configuration.caFile = options?.caFile ?? settings.cacert
         configuration.netrcFile = options?.netrcPath ?? settings.netrc
         return configuration
     }
+}
 
-    private static func parse<T>(_ body: () throws(BookCacheError) -> T) throws -> T {
-        do { return try body() } catch { throw ValidationError(error.message) }
-    }
+/// A value parsed by the library, its error said as the option's.
+private func checked<T>(_ parse: () throws(BookCacheError) -> T) throws -> T {
+    do { return try parse() } catch { throw ValidationError(error.message) }
 }
 
 /// What to send to the server of the URLs given: a login and extra headers, with curl's names.
