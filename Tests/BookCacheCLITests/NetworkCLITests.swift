@@ -40,6 +40,23 @@ struct NetworkCLITests {
         }
     }
 
+    @Test("a book's header goes with its cover on the same host, not with a cover on another host")
+    func coverHeaders() async throws {
+        try await withServerAndDirectory(files: ["alice.epub": alice, "pride.epub": alice]) { server, dir in
+            let cache = dir.path("cache").path
+            let same = try await bookcache(
+                ["download", "\(server.baseURL)/alice.epub", "-H", "X-Token: t0ken", "--cover-url", "\(server.baseURL)/same-cover.jpg"], cache)
+            #expect(same.status == 0, "\(same.stderr)")
+            let other = try await bookcache(
+                ["download", "\(server.baseURL)/pride.epub", "-H", "X-Token: t0ken", "--cover-url", "http://localhost:\(server.port)/other-cover.jpg"],
+                cache)
+            #expect(other.status == 0, "\(other.stderr)")
+            let seen = Dictionary(server.requests.map { ($0.path, $0.headers["x-token"]) }, uniquingKeysWith: { first, _ in first })
+            #expect(seen["/same-cover.jpg"] == .some("t0ken"))
+            #expect(seen["/other-cover.jpg"] == .some(nil), "the cover on localhost got no header")
+        }
+    }
+
     @Test("sync -H: the header goes with the catalogue and its own books, not with a book it links on another host")
     func syncHeadersStayWithTheSource() async throws {
         try await withServerAndDirectory(files: ["a.epub": alice, "b.epub": alice]) { server, dir in

@@ -53,7 +53,7 @@ extension BookCacheManager {
         if !force, let minInterval, let last, now().timeIntervalSince(last) < minInterval {
             return SyncReport(source: source.key, format: nil, skipped: true, lastSuccess: last, wanted: 0, items: [], removed: [])
         }
-        let access = SourceAccess(
+        let access = OriginAccess(
             credentials: credentials ?? source.baseURL.flatMap(HTTPCredentials.init(userInfoOf:)), headers: headers,
             origin: source.baseURL)
         let listing = try await collect(
@@ -120,7 +120,7 @@ extension BookCacheManager {
     /// Reads the source, descends navigation feeds, and follows `next` pages until `keep`
     /// distinct books are found.
     private nonisolated func collect(
-        _ source: SyncSource, keep: Int, parser initial: FeedParser, section: String?, access: SourceAccess
+        _ source: SyncSource, keep: Int, parser initial: FeedParser, section: String?, access: OriginAccess
     ) async throws(BookCacheError) -> SyncListing {
         var parser = initial
         var (data, pageURL) = try await read(source, access: access)
@@ -227,7 +227,7 @@ extension BookCacheManager {
 
     /// The bytes of a source and the URL to resolve its links against: a file, given bytes, or
     /// an HTTP download (at most 16 MiB).
-    private nonisolated func read(_ source: SyncSource, access: SourceAccess) async throws(BookCacheError) -> (Data, URL?) {
+    private nonisolated func read(_ source: SyncSource, access: OriginAccess) async throws(BookCacheError) -> (Data, URL?) {
         switch source {
         case .data(let data, _):
             return (data, nil)
@@ -244,7 +244,7 @@ extension BookCacheManager {
     }
 
     /// One catalogue page over HTTP (at most 16 MiB), with the URL that answered.
-    private nonisolated func fetch(_ url: URL, access: SourceAccess) async throws(BookCacheError) -> (Data, URL) {
+    private nonisolated func fetch(_ url: URL, access: OriginAccess) async throws(BookCacheError) -> (Data, URL) {
         let shown = URLRedaction.redacted(url)
         let request = access.request(for: url)
         let credentials = request.credentials

@@ -310,13 +310,11 @@ public actor BookCacheManager {
     /// Fetches a cover at low priority without holding up the book's download.
     private func fetchCoverInBackground(for id: BookID, from url: URL, of book: BookDownloadRequest) {
         // The book's login and headers go with its cover only on the book's own origin.
-        let sameOrigin = HTTPCredentials.sameOrigin(url, book.url)
-        let credentials = sameOrigin ? book.credentials : nil
-        let headers = sameOrigin ? book.headers : []
+        let access = OriginAccess(credentials: book.credentials, headers: book.headers, origin: book.url)
         let fetcher = CoverFetcher(layout: layout, store: store, queue: queue, logger: logger)
         let key = UUID()
         backgroundWork[key] = Task {
-            await fetcher.fetch(for: id, from: url, credentials: credentials, headers: headers)
+            await fetcher.fetch(for: id, from: url, access: access)
             self.finishBackgroundWork(key)
         }
     }

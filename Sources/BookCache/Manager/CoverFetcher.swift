@@ -14,12 +14,11 @@ struct CoverFetcher: Sendable {
     /// The largest cover accepted.
     static let maxBytes: Int64 = 20 << 20
 
-    func fetch(for id: BookID, from url: URL, credentials: HTTPCredentials?, headers: [HTTPHeader]) async {
+    func fetch(for id: BookID, from url: URL, access: OriginAccess) async {
         let partial = layout.partialFolder.appendingPathComponent("\(id).cover.part")
         do {
             var job = DownloadRequest(url: url, destination: partial.path, priority: .low, maxBytes: Self.maxBytes, resume: false)
-            job.credentials = credentials  // answered only on the login's own host, by the transport
-            job.headers = headers
+            access.apply(to: &job)
             _ = try await queue.download(job)
             guard let ext = try Self.imageExtension(of: partial) else {
                 FileDownloader.discard(partial.path)

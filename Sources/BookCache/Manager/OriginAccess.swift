@@ -1,10 +1,10 @@
 import DownloadQueue
 import Foundation
 
-/// What a catalogue's owner asks to be sent to its host: a login and extra headers (a bearer
-/// token). Both go only to the catalogue's own origin (scheme, host and port): its pages and the
-/// books it serves itself, never books it links on another host.
-struct SourceAccess: Sendable {
+/// A login and extra headers (a bearer token) for one origin (scheme, host and port): a
+/// catalogue's, given to its pages and the books it serves itself, or a book's, given to its
+/// cover when the cover is on the same origin — never to another host.
+struct OriginAccess: Sendable {
     var credentials: HTTPCredentials?
     var headers: [HTTPHeader]
     /// The origin they are for; `nil` for a source read from a file, whose books get neither.
@@ -17,11 +17,18 @@ struct SourceAccess: Sendable {
             url: url, headers: mine ? headers.map { ($0.name, $0.value) } : [], credentials: mine ? credentials : nil)
     }
 
-    /// Gives a book on the catalogue's own origin the login and headers.
+    /// Gives a book on this origin the login and headers.
     func apply(to request: inout BookDownloadRequest) {
         guard applies(to: request.url) else { return }
         request.credentials = credentials
         request.headers = headers
+    }
+
+    /// Gives a job on this origin the login and headers.
+    func apply(to job: inout DownloadRequest) {
+        guard applies(to: job.url) else { return }
+        job.credentials = credentials
+        job.headers = headers
     }
 
     func applies(to url: URL) -> Bool {
