@@ -48,6 +48,26 @@ struct ManifestParserTests {
         #expect(result.problems.first?.description.contains(message) == true, "\(result.problems)")
     }
 
+    @Test("headers: an object or a list of \"Name: value\"; bad ones are the line's problem")
+    func headers() throws {
+        let text = """
+            {"url": "https://e.com/a.epub", "headers": {"X-Api-Key": "k1", "Authorization": "Bearer t"}}
+            {"url": "https://e.com/b.epub", "headers": ["Authorization: Bearer u", "X-Library:  north "]}
+            {"url": "https://e.com/c.epub", "headers": ["NoColon"]}
+            {"url": "https://e.com/d.epub", "headers": {"Range": "bytes=0-"}}
+            {"url": "https://e.com/e.epub", "headers": {"X-A": 5}}
+            {"url": "https://e.com/f.epub", "headers": "X-A: 1"}
+            """
+        let result = parser.parse(Data(text.utf8))
+        #expect(result.entries.map(\.line) == [1, 2])
+        #expect(result.entries[0].headers.map(\.name) == ["Authorization", "X-Api-Key"])
+        #expect(result.entries[1].headers.map { "\($0.name)=\($0.value)" } == ["Authorization=Bearer u", "X-Library=north"])
+        #expect(try result.entries[1].request(defaultType: .ebook).headers == result.entries[1].headers)
+        #expect(result.problems.map(\.line) == [3, 4, 5, 6])
+        #expect(result.problems.allSatisfy { $0.message.contains("'headers'") }, "\(result.problems)")
+        #expect(result.problems[1].message.contains("set by the downloader"))
+    }
+
     @Test("unknown keys are ignored with a warning")
     func unknownKeys() {
         let result = parser.parse(Data(#"{"url": "https://e.com/a.epub", "colour": "red", "pages": 3}"#.utf8))
