@@ -1,6 +1,5 @@
 import CCurl
 import Foundation
-import Logging
 import Synchronization
 
 /// An ``HTTPTransport`` on libcurl's multi interface: one thread drives every transfer, and each

@@ -100,7 +100,7 @@ public struct ResponseBody: AsyncSequence, Sendable {
             guard data.count + buffer.count <= maxBytes else {
                 throw DownloadError(kind: .bodyTooLong, url: url, detail: "more than \(maxBytes) bytes")
             }
-            buffer.withUnsafeBytes { data.append(contentsOf: $0) }
+            data.append(contentsOf: buffer)
         }
         return data
     }
