@@ -510,9 +510,10 @@ private final class RequestHandler: ChannelInboundHandler {
             let path = uri.split(separator: "?", maxSplits: 1).first.map(String.init) ?? uri
             let server = self.server
             let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+            let target = uri
             server.admit(path: path, headers: head.headers, proxiedURL: proxiedURL, eventLoop: context.eventLoop).whenSuccess {
                 let (handler, context) = bound.value
-                let reply = server.reply(to: uri, headers: head.headers)
+                let reply = server.reply(to: target, headers: head.headers)
                 handler.respond(context: context, request: head, reply: reply)
             }
         }

@@ -29,6 +29,46 @@ func makeQueue(maxConcurrent: Int = 4, retries: Int = 3, clock: ManualDownloadCl
 struct DownloadQueueTests {
     let body = payload(100_000)
 
+    @Test("a job that ends in its slot without a request frees the slot, and sends nothing")
+    func slotWithoutRequest() async throws {
+        try await withServerAndDirectory(files: ["b": body]) { server, dir in
+            let queue = makeQueue(maxConcurrent: 1)
+            let answer = await queue.withSlot(for: job(server, "b", in: dir, as: "a")) { slot in
+                slot.id.description
+            }
+            #expect(answer.hasPrefix("job-"))
+            #expect(server.requestCount(for: "/b") == 0)
+            #expect(await queue.activeCount == 0)
+            // With one slot, a leaked slot would hold this download back for ever.
+            let file = try await queue.download(job(server, "b", in: dir, as: "b"))
+            #expect(file.sha256 == sha256(body))
+        }
+    }
+
+    @Test("the response head is a value: refused, its body is not written and the slot is freed")
+    func headRefused() async throws {
+        struct NoRoom: Error {}
+        try await withServerAndDirectory(files: ["b": body]) { server, dir in
+            let queue = makeQueue(maxConcurrent: 1)
+            let destination = dir.path("refused")
+            var request = job(server, "b", in: dir, as: "refused")
+            request.resume = false
+            let error = await #expect(throws: NoRoom.self) {
+                try await queue.withSlot(for: request) { slot in
+                    let opened = try await slot.open()
+                    #expect(opened.head.expectedLength == Int64(body.count))
+                    opened.cancel()
+                    throw NoRoom()
+                }
+            }
+            #expect(error != nil)
+            #expect(!FileManager.default.fileExists(atPath: destination.path))
+            #expect(await queue.activeCount == 0)
+            let file = try await queue.download(job(server, "b", in: dir, as: "b"))
+            #expect(file.byteCount == Int64(body.count))
+        }
+    }
+
     @Test("503 twice then 200: three requests, each wait at least Retry-After")
     func serviceUnavailableTwice() async throws {
         try await withServerAndDirectory(files: ["b": body]) { server, dir in

@@ -117,21 +117,19 @@ struct FileDownloaderTests {
         #expect(error?.kind == .connectionFailed)
     }
 
-    @Test("the head check can refuse before any byte is written")
-    func headCheckRefuses() async throws {
-        struct TooBig: Error {}
+    @Test("open returns the head before any byte is written, and a cancelled open leaves nothing")
+    func openThenCancel() async throws {
         try await withServerAndDirectory(files: ["book.bin": payload]) { server, dir in
             let destination = dir.path("h.part")
-            let error = await #expect(throws: DownloadError.self) {
-                try await downloader().download(
-                    from: URL(string: "\(server.baseURL)/book.bin")!, to: destination.path,
-                    checkHead: { head in
-                        if head.expectedLength == Int64(payload.count) { throw TooBig() }
-                    })
-            }
-            #expect(error?.kind == .refused)
-            #expect(error?.underlying is TooBig)
+            let opened = try await downloader().open(from: URL(string: "\(server.baseURL)/book.bin")!, to: destination.path)
+            #expect(opened.head.statusCode == 200)
+            #expect(opened.head.expectedLength == Int64(payload.count))
+            #expect(opened.head.remainingLength == Int64(payload.count))
+            opened.cancel()
             #expect(!FileManager.default.fileExists(atPath: destination.path))
+            // The transfer was stopped, not left paused: the same file downloads again at once.
+            let file = try await downloader().download(from: URL(string: "\(server.baseURL)/book.bin")!, to: destination.path)
+            #expect(file.byteCount == Int64(payload.count))
         }
     }
 

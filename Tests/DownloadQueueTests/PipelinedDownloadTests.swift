@@ -3,7 +3,7 @@ import DownloadQueue
 import Foundation
 import Testing
 
-@Suite("Large downloads on the writer thread")
+@Suite("Large downloads, written off the cooperative pool")
 struct PipelinedDownloadTests {
     @Test("cancelled mid-body, a large download keeps what arrived, in order, and the next run resumes it")
     func cancelAndResume() async throws {

@@ -68,7 +68,7 @@ public enum MetadataCoding {
     /// The fast path for the form this library writes, `2026-11-22T12:04:51.802Z` (fraction
     /// optional); `nil` for anything else, which the general parser then tries.
     static func parseUTC(_ text: String) -> Date? {
-        var utf8 = text.utf8
+        let utf8 = text.utf8
         return utf8.withContiguousStorageIfAvailable { bytes -> Date? in
             guard bytes.count >= 20, bytes[4] == 0x2D, bytes[7] == 0x2D, bytes[10] == 0x54, bytes[13] == 0x3A, bytes[16] == 0x3A,
                 bytes[bytes.count - 1] == 0x5A

@@ -23,6 +23,11 @@ import Synchronization
 /// print(result.fileURL.path)
 /// ```
 public actor BookCacheManager {
+    /// The manager's methods read and write the index with blocking calls (file locks, reads,
+    /// `fsync`), so the actor runs on the blocking-work threads, never on the cooperative pool.
+    private nonisolated let executor = BlockingWork.SerialExecutor(label: "bookcache.manager")
+    /// The executor the actor runs on (see ``BlockingWork``).
+    public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
     /// Where the cache keeps its files.
     public nonisolated let layout: CacheLayout
     private let configuration: BookCacheConfiguration

@@ -3,11 +3,13 @@ import Foundation
 import Logging
 import Synchronization
 
-/// The steps of one book download, run off the manager's actor so it stays responsive:
-/// take the book's lock, stream into `partial/` while hashing (resuming what an earlier attempt
-/// left), validate, then publish under the index lock — in the same index update that evicts
-/// what the budget can no longer hold, so a download that does not end cached evicts nothing
-/// for the budget.
+/// The steps of one book download, run off the manager's actor so it stays responsive, top to
+/// bottom: the queue admits the job; the book's lock is taken; a book another process cached
+/// meanwhile is returned as it is; the response head is read and room made on the disk; the
+/// body streams into `partial/` while it is hashed (resuming what an earlier attempt left); the
+/// file is validated, then published in one index update — the same one that evicts what the
+/// budget can no longer hold, so a download that does not end cached evicts nothing for the
+/// budget. Every blocking step (index, validation, files) runs on ``BlockingWork``.
 struct DownloadContext: Sendable {
     let layout: CacheLayout
     let store: IndexStore
@@ -21,86 +23,107 @@ struct DownloadContext: Sendable {
         _ request: BookDownloadRequest,
         onEvent: @escaping @Sendable (DownloadEvent) -> Void
     ) async throws(BookCacheError) -> BookDownloadResult {
+        let id = request.id
+        usage.begin(id)
+        defer { usage.end(id) }
+        let partial = layout.partialFile(for: id)
         // Books evicted for free space before the body is written; told to the caller whether
         // the download then succeeds or fails.
-        let evictedForSpace = EvictedForSpace()
-        do {
-            var result = try await download(request, evictedForSpace: evictedForSpace, onEvent: onEvent)
-            result.evicted = evictedForSpace.books + result.evicted
+        var evictedForSpace: [EvictedBook] = []
+        do throws(BookCacheError) {
+            var result = try await queue.withSlot(for: job(for: request, to: partial), onEvent: onEvent) { slot throws(BookCacheError) in
+                // The lock is taken once the queue admits the job, so thousands of waiting jobs
+                // hold no file descriptors; it is held until the book is published or given up.
+                let lock = try await lockBook(id)
+                defer { lock.release() }
+                if let record = try await cachedMeanwhile(request) {
+                    return BookDownloadResult(metadata: record, fileURL: layout.url(forRelativePath: record.localPath), wasAlreadyCached: true)
+                }
+                let opened: OpenedDownload
+                do {
+                    opened = try await slot.open()
+                } catch {
+                    throw Self.translate(error, id: id, root: layout.root.path)
+                }
+                // Room on the disk for what is still to come; a book the budget could never hold
+                // is refused here. The budget evicts only at publishing.
+                if let length = opened.head.remainingLength ?? opened.head.expectedLength ?? request.expectedSize {
+                    let evictor = self.evictor
+                    do throws(BookCacheError) {
+                        evictedForSpace = try await BlockingWork.run { () throws(BookCacheError) in try evictor.admit(length, for: id) }
+                    } catch {
+                        opened.cancel()
+                        throw error
+                    }
+                }
+                let file: DownloadedFile
+                do {
+                    file = try await slot.receive(opened)
+                } catch {
+                    throw Self.translate(error, id: id, root: layout.root.path)
+                }
+                let context = self
+                return try await BlockingWork.run { () throws(BookCacheError) in
+                    try context.validateAndPublish(file, of: request, from: partial)
+                }
+            }
+            result.evicted = evictedForSpace + result.evicted
             return result
         } catch {
             var failure = error
-            failure.evicted = evictedForSpace.books
+            failure.evicted = evictedForSpace
             throw failure
         }
     }
 
-    private func download(
-        _ request: BookDownloadRequest,
-        evictedForSpace: EvictedForSpace,
-        onEvent: @escaping @Sendable (DownloadEvent) -> Void
-    ) async throws(BookCacheError) -> BookDownloadResult {
-        let id = request.id
-        usage.begin(id)
-        defer { usage.end(id) }
-        // The book's lock is taken when the queue gives the job a slot, so thousands of waiting
-        // jobs hold no file descriptors; it is held until the book is published or given up.
-        let lock = LockHolder()
-        defer { lock.release() }
-        let layout = self.layout
-        let store = self.store
-
-        let partial = layout.partialFile(for: id)
-        let evictor = self.evictor
-        let file: DownloadedFile
-        do {
-            var job = DownloadRequest(
-                url: request.url,
-                destination: partial.path,
-                priority: request.priority,
-                maxBytes: configuration.maxBookBytes,
-                resume: true,
-                checkHead: { head in
-                    // Room on the disk for what is still to come; a book the budget could
-                    // never hold is refused here. The budget evicts only at publishing.
-                    guard let length = head.remainingLength ?? head.expectedLength ?? request.expectedSize else { return }
-                    evictedForSpace.append(try evictor.admit(length, for: id))
-                },
-                willStart: {
-                    do {
-                        lock.set(try await BookLock.acquire(id, in: layout))
-                    } catch let error as CancellationError {
-                        throw error
-                    } catch {
-                        throw BookCacheError.cacheDirectoryUnusable(layout.root.path, "cannot lock \(id) (\(error))")
-                    }
-                    // Another process may have cached the book while this one waited for the lock.
-                    if !request.replaceExisting, let record = try store.read()[id],
-                        FileSystem.fileSize(layout.url(forRelativePath: record.localPath)) == record.fileSize
-                    {
-                        try request.checkSameBook(asFrom: record.fileUrl)
-                        throw CachedMeanwhile(record: record)
-                    }
-                }
-            )
-            // Large stored entries are then checked from CRC-32s computed on the way in.
-            job.computesBlockCRC32 = true
-            job.credentials = request.credentials
-            job.headers = request.headers
-            if request.failFastWhenOffline {
-                var policy = configuration.retryPolicy
-                policy.retriesConnectionFailures = false
-                job.retryPolicy = policy
-            }
-            file = try await queue.download(job, onEvent: onEvent)
-        } catch {
-            if let cached = error.underlying as? CachedMeanwhile {
-                return BookDownloadResult(
-                    metadata: cached.record, fileURL: layout.url(forRelativePath: cached.record.localPath), wasAlreadyCached: true)
-            }
-            throw Self.translate(error, id: id, root: layout.root.path)
+    /// The queue's job for a book: into `partial/`, resumable, with its login and headers.
+    private func job(for request: BookDownloadRequest, to partial: URL) -> DownloadRequest {
+        var job = DownloadRequest(
+            url: request.url, destination: partial.path, priority: request.priority, maxBytes: configuration.maxBookBytes, resume: true)
+        // Large stored entries are then checked from CRC-32s computed on the way in.
+        job.computesBlockCRC32 = true
+        job.credentials = request.credentials
+        job.headers = request.headers
+        if request.failFastWhenOffline {
+            var policy = configuration.retryPolicy
+            policy.retriesConnectionFailures = false
+            job.retryPolicy = policy
         }
+        return job
+    }
 
+    /// Takes the book's lock, waiting (without blocking a thread) while another download of it,
+    /// in this process or another, holds it.
+    private func lockBook(_ id: BookID) async throws(BookCacheError) -> BookLock {
+        do {
+            return try await BookLock.acquire(id, in: layout)
+        } catch is CancellationError {
+            throw .cancelled(id)
+        } catch {
+            throw .cacheDirectoryUnusable(layout.root.path, "cannot lock \(id) (\(error))")
+        }
+    }
+
+    /// The book's record when another process cached it while this one waited for the lock.
+    private func cachedMeanwhile(_ request: BookDownloadRequest) async throws(BookCacheError) -> CachedBookMetadata? {
+        guard !request.replaceExisting else { return nil }
+        let (store, layout, id) = (self.store, self.layout, request.id)
+        let record = try await BlockingWork.run { () throws(BookCacheError) -> CachedBookMetadata? in
+            guard let record = try store.read()[id],
+                FileSystem.fileSize(layout.url(forRelativePath: record.localPath)) == record.fileSize
+            else { return nil }
+            return record
+        }
+        if let record { try request.checkSameBook(asFrom: record.fileUrl) }
+        return record
+    }
+
+    /// Validates the downloaded file and publishes it; the partial file is removed when it is not
+    /// published.
+    private func validateAndPublish(
+        _ file: DownloadedFile, of request: BookDownloadRequest, from partial: URL
+    ) throws(BookCacheError) -> BookDownloadResult {
+        let id = request.id
         // The file is whole; from here on it is either published or removed.
         var published = false
         defer {
@@ -117,7 +140,8 @@ struct DownloadContext: Sendable {
             throw .checksumMismatch(id, expected: expected, actual: file.sha256)
         }
         if Task.isCancelled { throw .cancelled(id) }
-        if let budget = try evictor.limits().maxSize, file.byteCount > budget {
+        let limits = try evictor.limits()
+        if let budget = limits.maxSize, file.byteCount > budget {
             // The size was not announced; now that it is known, the book cannot fit at all.
             throw .overBudget(id, size: file.byteCount, budget: budget)
         }
@@ -139,7 +163,7 @@ struct DownloadContext: Sendable {
             lastModified: file.lastModified
         )
         record.authors = request.authors
-        let (stored, evicted) = try publish(record, from: partial, pin: request.pin, syncSource: request.syncSource)
+        let (stored, evicted) = try publish(record, from: partial, pin: request.pin, syncSource: request.syncSource, limits: limits)
         published = true
         logger.info(
             "cached", metadata: ["id": "\(id)", "bytes": "\(file.byteCount)", "sha256": "\(file.sha256)", "resumedFrom": "\(file.resumedFrom)"])
@@ -152,13 +176,12 @@ struct DownloadContext: Sendable {
     /// the steps half done. A replaced book keeps its pin and its sync sources.
     /// - Returns: The record as stored, and the books evicted for the budget.
     private func publish(
-        _ fresh: CachedBookMetadata, from partial: URL, pin: Bool, syncSource: String?
+        _ fresh: CachedBookMetadata, from partial: URL, pin: Bool, syncSource: String?, limits: (maxSize: Int64?, keep: Int?, reserve: Int64)
     ) throws(BookCacheError) -> (CachedBookMetadata, [EvictedBook]) {
         let destination = layout.url(forRelativePath: fresh.localPath)
         let id = try fresh.bookID
         var record = fresh
         var evicted: [EvictedBook] = []
-        let limits = try evictor.limits()
         try store.update { index throws(BookCacheError) in
             let previous = index[id]
             if let previous {
@@ -209,34 +232,6 @@ struct DownloadContext: Sendable {
         case .cancelled: return .cancelled(id)
         case .connectionFailed: return .networkUnavailable(id, cause: error)
         default: return .downloadFailed(id, cause: error)
-        }
-    }
-}
-
-/// Thrown from a job's start when another process cached the book while this one waited.
-private struct CachedMeanwhile: Error {
-    let record: CachedBookMetadata
-}
-
-/// The books a download evicted for free space, gathered from its response-head check.
-private final class EvictedForSpace: Sendable {
-    private let storage = Mutex<[EvictedBook]>([])
-    var books: [EvictedBook] { storage.withLock { $0 } }
-    func append(_ books: [EvictedBook]) { storage.withLock { $0 += books } }
-}
-
-/// Holds the book's lock once the job has taken it.
-private final class LockHolder: Sendable {
-    private let lock = Mutex<BookLock?>(nil)
-
-    func set(_ held: BookLock) {
-        lock.withLock { $0 = held }
-    }
-
-    func release() {
-        lock.withLock { held in
-            held?.release()
-            held = nil
         }
     }
 }

@@ -1,3 +1,4 @@
+import DownloadQueue
 import Foundation
 import Logging
 
@@ -31,7 +32,7 @@ struct Verifier: Sendable {
         let digest = ResultBox<Result<String, FileSystem.CallError>>()
         let validation = ResultBox<Result<BookFormat, ValidationFailure>>()
         let limits = self.limits
-        DispatchQueue.concurrentPerform(iterations: 2) { lane in
+        Lanes.run(2) { lane in
             if lane == 0 {
                 digest.value = Self.sha256(of: url)
             } else {

@@ -35,7 +35,8 @@ public struct FileDownloader: Sendable {
         self.logger = logger
     }
 
-    /// Downloads `url` into the file at `destination`.
+    /// Downloads `url` into the file at `destination`: ``open(from:to:maxBytes:resume:credentials:headers:)``
+    /// then ``receive(_:computesBlockCRC32:onProgress:)``.
     ///
     /// - Parameters:
     ///   - url: An absolute `http` or `https` URL.
@@ -47,7 +48,6 @@ public struct FileDownloader: Sendable {
     ///     ``blockCRC32MinimumLength`` bytes or of unknown length.
     ///   - credentials: Credentials for the URL's host, answered to its `401` only.
     ///   - headers: Extra headers sent with each request, before the downloader's own `Range`.
-    ///   - checkHead: Called with the response head before any byte is written; throw to refuse.
     ///   - onProgress: Called as bytes arrive.
     /// - Returns: The file's size, SHA-256 and the server's validators.
     /// - Throws: ``DownloadError`` for every failure.
@@ -58,32 +58,58 @@ public struct FileDownloader: Sendable {
         resume: Bool = false,
         computesBlockCRC32: Bool = false,
         credentials: HTTPCredentials? = nil,
-        headers extraHeaders: [HTTPHeader] = [],
-        checkHead: @Sendable (ResponseHead) throws -> Void = { _ in },
+        headers: [HTTPHeader] = [],
         onProgress: @Sendable (DownloadProgress) -> Void = { _ in }
-    ) async throws -> DownloadedFile {
+    ) async throws(DownloadError) -> DownloadedFile {
+        let opened = try await open(from: url, to: destination, maxBytes: maxBytes, resume: resume, credentials: credentials, headers: headers)
+        return try await receive(opened, computesBlockCRC32: computesBlockCRC32, onProgress: onProgress)
+    }
+
+    /// Sends the request — with `Range`/`If-Range` when a partial file can be resumed — and
+    /// returns once the response head has arrived and was accepted, before any byte is written.
+    ///
+    /// The caller reads the head (``OpenedDownload/head``: the length still to come) and then
+    /// either calls ``receive(_:computesBlockCRC32:onProgress:)`` or ``OpenedDownload/cancel()``.
+    /// - Parameters: As ``download(from:to:maxBytes:resume:computesBlockCRC32:credentials:headers:onProgress:)``.
+    /// - Returns: The open response.
+    /// - Throws: ``DownloadError``: a status other than 200 (or 206 for the range asked for), an
+    ///   announced length over `maxBytes`, or the transport's failure.
+    public func open(
+        from url: URL,
+        to destination: String,
+        maxBytes: Int64 = .max,
+        resume: Bool = false,
+        credentials: HTTPCredentials? = nil,
+        headers extraHeaders: [HTTPHeader] = []
+    ) async throws(DownloadError) -> OpenedDownload {
         guard let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https", url.host != nil else {
             throw DownloadError(kind: .invalidURL, url: url, detail: "only absolute http and https URLs can be downloaded")
         }
-        var offset: Int64 = 0
         let given = extraHeaders.map { (name: $0.name, value: $0.value) }
-        var headers = given
-        if resume, let record = ResumeRecord.load(for: destination), record.url == url.absoluteString,
-            let size = Self.fileSize(destination), size > 0
-        {
-            offset = size
-            headers += [("Range", "bytes=\(size)-"), ("If-Range", record.validator)]
-        } else {
+        // Whether the partial file can be resumed is read from the disk, off the cooperative pool.
+        let partial: (size: Int64, validator: String)? = await BlockingWork.run {
+            if resume, let record = ResumeRecord.load(for: destination), record.url == url.absoluteString,
+                let size = Self.fileSize(destination), size > 0
+            {
+                return (size, record.validator)
+            }
             Self.discard(destination)
+            return nil
+        }
+        var offset = partial?.size ?? 0
+        var headers = given
+        if let partial {
+            headers += [("Range", "bytes=\(partial.size)-"), ("If-Range", partial.validator)]
         }
 
-        var response = try await transport.send(TransportRequest(url: url, headers: headers, credentials: credentials))
+        var response = try await send(TransportRequest(url: url, headers: headers, credentials: credentials))
         if response.statusCode == 416 && offset > 0 {
             // The partial no longer fits the file on the server: start over, whole.
             logger.debug("range not satisfiable; starting over", metadata: ["url": "\(URLRedaction.redacted(url))"])
+            response.body.cancel()
             Self.discard(destination)
             offset = 0
-            response = try await transport.send(TransportRequest(url: url, headers: given, credentials: credentials))
+            response = try await send(TransportRequest(url: url, headers: given, credentials: credentials))
         }
         let finalURL = response.finalURL
         let expectedBody: Int64?
@@ -95,6 +121,7 @@ public struct FileDownloader: Sendable {
             guard let range = response.header("Content-Range").flatMap(ContentRange.init), range.start == offset,
                 response.contentLength.map({ $0 == range.end - range.start + 1 }) ?? true
             else {
+                response.body.cancel()
                 Self.discard(destination)
                 throw DownloadError(
                     kind: .invalidResponse, url: finalURL,
@@ -102,6 +129,7 @@ public struct FileDownloader: Sendable {
             }
             expectedBody = range.end - range.start + 1
         default:
+            response.body.cancel()
             throw DownloadError(
                 kind: response.statusCode == 206 ? .invalidResponse : .httpStatus,
                 url: finalURL,
@@ -112,55 +140,80 @@ public struct FileDownloader: Sendable {
         }
         let expectedTotal = expectedBody.map { $0 + offset }
         if let expectedTotal, expectedTotal > maxBytes {
+            response.body.cancel()
             Self.discard(destination)
             throw DownloadError(
                 kind: .bodyTooLong, url: finalURL,
                 detail: "the server announced \(expectedTotal) bytes, more than the limit of \(maxBytes)")
         }
-        do {
-            try checkHead(
-                ResponseHead(
-                    statusCode: response.statusCode, expectedLength: expectedTotal, remainingLength: expectedBody,
-                    contentType: response.header("Content-Type")))
-        } catch {
-            throw DownloadError(kind: .refused, url: finalURL, underlying: error, detail: "\(error)")
-        }
+        return OpenedDownload(
+            head: ResponseHead(
+                statusCode: response.statusCode, expectedLength: expectedTotal, remainingLength: expectedBody,
+                contentType: response.header("Content-Type")),
+            response: response, requestedURL: url, destination: destination, offset: offset, maxBytes: maxBytes, resume: resume)
+    }
 
+    /// Streams an open response's body into its file, hashing it on the way, and makes the file
+    /// durable (`fsync`). Writes happen on ``BlockingWork`` threads while the transport receives
+    /// the next bytes.
+    ///
+    /// When it fails, the partial file is kept if a later attempt can resume it (a retryable
+    /// failure or cancellation, with a validator); otherwise it is removed.
+    /// - Parameters:
+    ///   - opened: What ``open(from:to:maxBytes:resume:credentials:headers:)`` returned.
+    ///   - computesBlockCRC32: Also compute ``DownloadedFile/blockCRC32`` when the body is at least
+    ///     ``blockCRC32MinimumLength`` bytes or of unknown length.
+    ///   - onProgress: Called as bytes arrive.
+    /// - Returns: The file's size, SHA-256 and the server's validators.
+    /// - Throws: ``DownloadError`` for every failure.
+    public func receive(
+        _ opened: OpenedDownload,
+        computesBlockCRC32: Bool = false,
+        onProgress: @Sendable (DownloadProgress) -> Void = { _ in }
+    ) async throws(DownloadError) -> DownloadedFile {
+        let response = opened.response
+        let finalURL = response.finalURL
+        let destination = opened.destination
+        let offset = opened.offset
+        let maxBytes = opened.maxBytes
+        let expectedTotal = opened.head.expectedLength
         let etag = response.header("ETag")
         let lastModified = response.header("Last-Modified")
         let validator = ResumeRecord.validator(etag: etag, lastModified: lastModified)
-        let resumable = resume && validator != nil
+        let resumable = opened.resume && validator != nil
         var received = offset
         let hasher = HashBox()
         if computesBlockCRC32, expectedTotal.map({ $0 >= Self.blockCRC32MinimumLength }) ?? true {
             hasher.blocks = BlockCRC32()
         }
-        let file: OutputFile
         // The resume record is written once a meaningful amount has arrived (or when an attempt
         // fails), not for every small book: one file fewer to create per download.
         var recordSaved = offset > 0
-        let record = validator.map { ResumeRecord(url: url.absoluteString, validator: $0, totalLength: expectedTotal) }
+        let record = validator.map { ResumeRecord(url: opened.requestedURL.absoluteString, validator: $0, totalLength: expectedTotal) }
+        let file: OutputFile
         do {
-            file = try OutputFile(path: destination, url: finalURL, append: offset > 0)
-            if offset > 0 {
-                try Self.hashPrefix(of: destination, length: offset, into: hasher, url: finalURL)
-            } else {
-                ResumeRecord.remove(for: destination)
+            file = try await BlockingWork.run { () throws(DownloadError) -> OutputFile in
+                do {
+                    let file = try OutputFile(path: destination, url: finalURL, append: offset > 0)
+                    if offset > 0 {
+                        try Self.hashPrefix(of: destination, length: offset, into: hasher, url: finalURL)
+                    } else {
+                        ResumeRecord.remove(for: destination)
+                    }
+                    return file
+                } catch {
+                    Self.discard(destination)
+                    throw DownloadError.classifying(error, url: finalURL)
+                }
             }
         } catch {
-            Self.discard(destination)
-            throw DownloadError.classifying(error, url: finalURL)
+            response.body.cancel()
+            throw error
         }
         var batch: [[UInt8]] = []
         var batchBytes = 0
-        // A large body (or one of unknown length) is hashed and written on another thread while
-        // the next batch arrives.
-        let large = expectedTotal.map { $0 - offset >= Self.pipelineMinimumLength } ?? true
-        let pipeline = large ? BatchPipeline { batch in try Self.hashAndWrite(batch, hasher: hasher, file: file) } : nil
-        defer { pipeline?.close() }
-        // With a batch in the pipeline and the next one filling, half-size batches keep the
-        // memory held per download what it is without the pipeline.
-        let batchLimit = pipeline == nil ? Self.batchBytes : Self.batchBytes / 2
+        // A failed write leaves the file in an unknown state: it is not kept for resume.
+        var writeFailed = false
         do {
             onProgress(DownloadProgress(receivedBytes: received, totalBytes: expectedTotal))
             for try await buffer in response.body {
@@ -173,54 +226,71 @@ public struct FileDownloader: Sendable {
                 }
                 batch.append(buffer)
                 batchBytes += buffer.count
-                if batchBytes >= batchLimit {
-                    if let pipeline {
-                        try await pipeline.submit(batch)
-                    } else {
-                        try Self.hashAndWrite(batch, hasher: hasher, file: file)
-                    }
+                if batchBytes >= Self.batchBytes {
+                    let full = batch
                     batch.removeAll(keepingCapacity: true)
                     batchBytes = 0
-                    if resumable, !recordSaved, let record, received - offset >= Self.recordAfterBytes {
-                        try record.save(for: destination)
-                        recordSaved = true
+                    let saveRecord = resumable && !recordSaved && received - offset >= Self.recordAfterBytes ? record : nil
+                    do {
+                        try await BlockingWork.run {
+                            try Self.hashAndWrite(full, hasher: hasher, file: file)
+                            try saveRecord?.save(for: destination)
+                        }
+                    } catch {
+                        writeFailed = true
+                        throw error
                     }
+                    if saveRecord != nil { recordSaved = true }
                 }
                 onProgress(DownloadProgress(receivedBytes: received, totalBytes: expectedTotal))
             }
-            try await pipeline?.drain()
-            try Self.hashAndWrite(batch, hasher: hasher, file: file)
-            batch.removeAll()
             try Task.checkCancellation()
             if let expectedTotal, received != expectedTotal {
                 throw DownloadError(
                     kind: .bodyCutShort, url: finalURL,
                     detail: "received \(received) of \(expectedTotal) bytes")
             }
-            try file.syncAndClose()
+            let last = batch
+            batch.removeAll()
+            do {
+                try await BlockingWork.run {
+                    try Self.hashAndWrite(last, hasher: hasher, file: file)
+                    try file.syncAndClose()
+                    ResumeRecord.remove(for: destination)
+                }
+            } catch {
+                writeFailed = true
+                throw error
+            }
         } catch {
+            response.body.cancel()
             var failure = DownloadError.classifying(error, url: finalURL)
-            // What already arrived is kept on disk, so a resume starts after it (in order: the
-            // batch in the pipeline first).
-            var flushed = true
-            if let pipeline {
-                do { try await pipeline.drain() } catch { flushed = false }
+            // What already arrived is kept on disk, so a resume starts after it.
+            let rest = batch
+            let keepable = resumable && !writeFailed && (failure.isRetryable || failure.kind == .cancelled) && failure.kind != .bodyTooLong
+            let alreadySaved = recordSaved
+            let kept = await BlockingWork.run { () -> Bool in
+                let flushed = (try? Self.hashAndWrite(rest, hasher: hasher, file: file)) != nil
+                file.close()
+                var saved = alreadySaved
+                if keepable && flushed && !saved, let record {
+                    do {
+                        try record.save(for: destination)
+                        saved = true
+                    } catch {
+                        // Without its record the partial cannot be resumed; it is removed below.
+                    }
+                }
+                let keep = keepable && flushed && saved
+                if !keep { Self.discard(destination) }
+                return keep
             }
-            flushed = flushed && (try? Self.hashAndWrite(batch, hasher: hasher, file: file)) != nil
-            file.close()
-            let keep = resumable && flushed && (failure.isRetryable || failure.kind == .cancelled) && failure.kind != .bodyTooLong
-            if keep, !recordSaved, let record, (try? record.save(for: destination)) != nil {
-                recordSaved = true
-            }
-            if keep && recordSaved {
+            if kept {
                 logger.debug("keeping the partial file for resume", metadata: ["bytes": "\(received)", "path": "\(destination)"])
                 failure.keptBytes = received
-            } else {
-                Self.discard(destination)
             }
             throw failure
         }
-        ResumeRecord.remove(for: destination)
         logger.debug(
             "downloaded",
             metadata: ["url": "\(URLRedaction.redacted(finalURL))", "bytes": "\(received)", "resumedAt": "\(offset)"])
@@ -237,12 +307,16 @@ public struct FileDownloader: Sendable {
         )
     }
 
-    /// Bytes gathered before they are hashed and written; big enough that hashing and writing
-    /// can run on two cores at once.
+    private func send(_ request: TransportRequest) async throws(DownloadError) -> TransportResponse {
+        do {
+            return try await transport.send(request)
+        } catch {
+            throw DownloadError.classifying(error, url: request.url)
+        }
+    }
+
+    /// Bytes gathered before they are hashed and written in one hop to a blocking-work thread.
     static let batchBytes = 1 << 20
-    /// The smallest body that is hashed and written on a thread of its own while it arrives;
-    /// smaller ones are not worth the thread.
-    static let pipelineMinimumLength: Int64 = 4 << 20
     /// The smallest announced body for which block CRC-32s are computed: below it, reading the
     /// file again costs less than the bookkeeping saves.
     public static let blockCRC32MinimumLength: Int64 = 8 << 20
@@ -273,7 +347,7 @@ public struct FileDownloader: Sendable {
     }
 
     private static func hashPrefix(of path: String, length: Int64, into hasher: HashBox, url: URL) throws {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        let fd = systemOpen(path, O_RDONLY | O_CLOEXEC, 0)
         guard fd >= 0 else { throw DownloadError(kind: .fileSystem, url: url, errnoCode: errno, detail: "reading \(path)") }
         defer { close(fd) }
         let chunk = 1 << 20
@@ -306,7 +380,7 @@ public struct FileDownloader: Sendable {
 
 /// A file opened for writing with plain POSIX calls, so every failure keeps its `errno`.
 final class OutputFile: @unchecked Sendable {
-    // Used by one task at a time: the download that created it.
+    // Used by one blocking-work call at a time, each awaited by the download that created it.
     private var fd: Int32
     private let path: String
     private let url: URL
@@ -386,6 +460,15 @@ private func systemWrite(_ fd: Int32, _ buffer: UnsafeRawPointer, _ count: Int) 
 }
 
 @inline(__always)
+private func systemOpen(_ path: String, _ flags: Int32, _ mode: mode_t) -> Int32 {
+    #if canImport(Glibc)
+        return Glibc.open(path, flags, mode)
+    #else
+        return Darwin.open(path, flags, mode)
+    #endif
+}
+
+@inline(__always)
 private func systemClose(_ fd: Int32) -> Int32 {
     #if canImport(Glibc)
         return Glibc.close(fd)
@@ -394,8 +477,8 @@ private func systemClose(_ fd: Int32) -> Int32 {
     #endif
 }
 
-/// The running SHA-256 (and block CRC-32s, when asked for) of a download; used by one thread
-/// at a time (the reading task's, or the pipeline's).
+/// The running SHA-256 (and block CRC-32s, when asked for) of a download; used by one
+/// blocking-work call at a time, each awaited before the next.
 final class HashBox: @unchecked Sendable {
     let value = SHA256Hasher()
     var blocks: BlockCRC32?
@@ -406,3 +489,23 @@ final class HashBox: @unchecked Sendable {
     }
 }
 
+
+/// A response whose head has arrived and been accepted, its body not yet read: the value
+/// ``FileDownloader/open(from:to:maxBytes:resume:credentials:headers:)`` returns, for the caller
+/// to decide on (is there room for ``head``'s length?) before ``FileDownloader/receive(_:computesBlockCRC32:onProgress:)``.
+public struct OpenedDownload: Sendable {
+    /// What the response says about the body: status, lengths, type.
+    public let head: ResponseHead
+    let response: TransportResponse
+    let requestedURL: URL
+    let destination: String
+    let offset: Int64
+    let maxBytes: Int64
+    let resume: Bool
+
+    /// Drops the response without reading its body; the transfer stops. A partial file being
+    /// resumed is left as it was.
+    public func cancel() {
+        response.body.cancel()
+    }
+}

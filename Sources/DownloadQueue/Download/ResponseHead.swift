@@ -1,9 +1,7 @@
-/// What a caller sees of a response before any of its body is written.
-///
-/// A ``FileDownloader`` passes it to a check that may refuse the download, for example
-/// because the file would not fit on the disk.
+/// What a caller sees of a response before any of its body is written (``OpenedDownload/head``),
+/// to decide whether to take it — for example whether the file fits on the disk.
 public struct ResponseHead: Sendable {
-    /// The HTTP status code (200).
+    /// The HTTP status code (200, or 206 when resuming).
     public var statusCode: Int
     /// The full size of the file when the server announced it.
     public var expectedLength: Int64?

@@ -26,7 +26,7 @@ public actor DownloadQueue {
     /// How failed attempts are retried.
     public let retryPolicy: RetryPolicy
     private let downloader: FileDownloader
-    private let clock: any DownloadClock
+    private nonisolated let clock: any DownloadClock
     private let random: @Sendable () -> Double
     private let logger: Logger
 
@@ -95,17 +95,20 @@ public actor DownloadQueue {
     /// - Parameter request: What to fetch and where.
     /// - Returns: The job's handle: events, result, cancel.
     public func enqueue(_ request: DownloadRequest) -> DownloadHandle {
-        nextID += 1
-        let id = DownloadJobID(value: nextID)
         let (stream, continuation) = AsyncStream<DownloadEvent>.makeStream(bufferingPolicy: .bufferingNewest(1024))
-        insertWaiter(Waiter(id: id, priority: request.priority, sequence: id.value, host: Self.hostKey(request.url)))
-        let task = Task {
-            try await self.run(id: id, request: request, events: continuation)
+        let slot = line(request, events: { event in continuation.yield(event) })
+        let task = Task { () throws -> DownloadedFile in
+            defer { continuation.finish() }
+            await slot.waitForAdmission()
+            do {
+                return try await slot.download()
+            } catch {
+                await slot.end()
+                throw error
+            }
         }
-        tasks[id] = task
-        emit(.queued(id), to: continuation)
-        schedule()
-        return DownloadHandle(id: id, events: stream, task: task)
+        tasks[slot.id] = task
+        return DownloadHandle(id: slot.id, events: stream, task: task)
     }
 
     /// Cancels one job, waiting or running. A resumable partial file is kept.
@@ -125,116 +128,100 @@ public actor DownloadQueue {
     ///   - onEvent: Called with each of the job's events.
     /// - Returns: The downloaded file.
     /// - Throws: ``DownloadError``; cancelling the calling task cancels the job.
-    public func download(
+    public nonisolated func download(
         _ request: DownloadRequest,
         onEvent: @escaping @Sendable (DownloadEvent) -> Void = { _ in }
     ) async throws(DownloadError) -> DownloadedFile {
-        let handle = enqueue(request)
-        let forward = Task {
-            for await event in handle.events { onEvent(event) }
+        try await withSlot(for: request, onEvent: onEvent) { slot throws(DownloadError) in
+            try await slot.download()
         }
-        defer { forward.cancel() }
-        let result: DownloadedFile
-        do {
-            result = try await withTaskCancellationHandler {
-                try await handle.result()
-            } onCancel: {
-                handle.cancel()
-            }
-        } catch let error as DownloadError {
-            await forward.value
-            throw error
-        } catch {
-            throw DownloadError(kind: .cancelled, url: request.url)
-        }
-        await forward.value
-        return result
     }
 
-    // MARK: - Running a job
+    /// Waits until the queue admits the job — a free slot, its turn by priority, its host not
+    /// held back — then runs `body` with the slot, and frees the slot when `body` returns.
+    ///
+    /// This is how a caller does its own work between admission and the request and decides by
+    /// values, top to bottom: take a lock, find the file already there (and return without a
+    /// request), read the response head with ``DownloadSlot/open()`` and decide whether there
+    /// is room, then ``DownloadSlot/receive(_:)``. The slot is held for the first attempt;
+    /// between retries it is given up so other jobs go on.
+    ///
+    /// ```swift
+    /// let file = try await queue.withSlot(for: request) { slot in
+    ///     let opened = try await slot.open()
+    ///     guard opened.head.expectedLength ?? 0 < room else { opened.cancel(); throw NoRoom() }
+    ///     return try await slot.receive(opened)
+    /// }
+    /// ```
+    /// When the task is cancelled while it waits, `body` still runs, with a slot that was never
+    /// admitted: its ``DownloadSlot/open()`` throws ``DownloadError/Kind/cancelled``.
+    /// - Parameters:
+    ///   - request: What to fetch and where.
+    ///   - onEvent: Called with each of the job's events.
+    ///   - body: The caller's steps with the slot.
+    /// - Returns: What `body` returns.
+    /// - Throws: What `body` throws.
+    public nonisolated func withSlot<T, E: Error>(
+        for request: DownloadRequest,
+        onEvent: @escaping @Sendable (DownloadEvent) -> Void = { _ in },
+        _ body: (DownloadSlot) async throws(E) -> T
+    ) async throws(E) -> T {
+        let slot = await line(request, events: onEvent)
+        await slot.waitForAdmission()
+        do {
+            let value = try await body(slot)
+            await slot.end()
+            return value
+        } catch {
+            await slot.end()
+            throw error
+        }
+    }
 
-    private func run(
-        id: DownloadJobID, request: DownloadRequest, events: AsyncStream<DownloadEvent>.Continuation
-    ) async throws -> DownloadedFile {
-        var retries = RetryStateMachine(policy: request.retryPolicy ?? retryPolicy)
-        defer {
-            events.finish()
-            tasks[id] = nil
+    /// Puts a new job in the line.
+    private func line(_ request: DownloadRequest, events: @escaping @Sendable (DownloadEvent) -> Void) -> DownloadSlot {
+        nextID += 1
+        let id = DownloadJobID(value: nextID)
+        let subscribers = self.subscribers
+        let slot = DownloadSlot(
+            id: id, request: request, queue: self, downloader: downloader,
+            retries: RetryStateMachine(policy: request.retryPolicy ?? retryPolicy),
+            emit: { event in
+                events(event)
+                subscribers.yield(event)
+            })
+        insertWaiter(Waiter(id: id, priority: request.priority, sequence: id.value, host: Self.hostKey(request.url)))
+        slot.emit(.queued(id))
+        schedule()
+        return slot
+    }
+
+    /// Called by a slot after a failed attempt: the retry decision, with the host held back when
+    /// the server asked. The slot is given up either way.
+    func decide(after error: DownloadError, for slot: DownloadSlot, retries: inout RetryStateMachine) -> RetryStateMachine.Action {
+        let action = Task.isCancelled ? .fail : retries.next(after: error, random: random())
+        if case .retry(let delay, let holdHost) = action {
+            // Hold the host before the slot is freed, so no waiting job for it slips in.
+            if holdHost { hold(Self.hostKey(slot.request.url), for: delay) }
+            logger.info(
+                "retrying", metadata: ["url": "\(error.url)", "attempt": "\(retries.attempts)", "delay": "\(delay)", "reason": "\(error)"])
         }
-        while true {
-            do {
-                try await waitForSlot(id)
-            } catch {
-                let failure = DownloadError(kind: .cancelled, url: request.url)
-                emit(.finished(id, .failure(failure)), to: events)
-                throw failure
-            }
-            if retries.attempts == 0 {
-                do {
-                    try await request.willStart()
-                } catch {
-                    releaseSlot()
-                    let failure = DownloadError(
-                        kind: error is CancellationError ? .cancelled : .refused, url: request.url, underlying: error,
-                        detail: "\(error)")
-                    emit(.finished(id, .failure(failure)), to: events)
-                    throw failure
-                }
-            }
-            retries.attemptStarted()
-            emit(.started(id, attempt: retries.attempts), to: events)
-            let outcome: Result<DownloadedFile, DownloadError>
-            do {
-                let file = try await downloader.download(
-                    from: request.url, to: request.destination, maxBytes: request.maxBytes, resume: request.resume,
-                    computesBlockCRC32: request.computesBlockCRC32, credentials: request.credentials, headers: request.headers,
-                    checkHead: request.checkHead,
-                    onProgress: { [weak self] progress in
-                        self?.emit(.progress(id, progress), to: events)
-                    })
-                outcome = .success(file)
-            } catch {
-                outcome = .failure(DownloadError.classifying(error, url: request.url))
-            }
-            switch outcome {
-            case .success(let file):
-                releaseSlot()
-                emit(.finished(id, .success(file)), to: events)
-                return file
-            case .failure(var error):
-                error.attempts = retries.attempts
-                let action: RetryStateMachine.Action = Task.isCancelled ? .fail : retries.next(after: error, random: random())
-                guard case .retry(let delay, let holdHost) = action else {
-                    releaseSlot()
-                    if Task.isCancelled && error.kind != .cancelled {
-                        error = DownloadError(kind: .cancelled, url: request.url, underlying: error)
-                        error.attempts = retries.attempts
-                    }
-                    if !request.resume || (!error.isRetryable && error.kind != .cancelled) {
-                        FileDownloader.discard(request.destination)
-                    }
-                    emit(.finished(id, .failure(error)), to: events)
-                    throw error
-                }
-                let host = Self.hostKey(request.url)
-                // Hold the host before the slot is freed, so no waiting job for it slips in.
-                if holdHost { hold(host, for: delay) }
-                releaseSlot()
-                logger.info(
-                    "retrying", metadata: ["url": "\(error.url)", "attempt": "\(retries.attempts)", "delay": "\(delay)", "reason": "\(error)"])
-                emit(.retrying(id, attempt: retries.attempts, delay: delay, reason: error), to: events)
-                do {
-                    try await clock.sleep(for: delay)
-                } catch {
-                    var cancelled = DownloadError(kind: .cancelled, url: request.url)
-                    cancelled.attempts = retries.attempts
-                    emit(.finished(id, .failure(cancelled)), to: events)
-                    throw cancelled
-                }
-                insertWaiter(Waiter(id: id, priority: request.priority, sequence: id.value, host: host))
-                schedule()
-            }
-        }
+        return action
+    }
+
+    /// Sleeps for a retry's delay on the queue's clock.
+    nonisolated func sleep(for delay: Duration) async throws {
+        try await clock.sleep(for: delay)
+    }
+
+    /// Puts a job that waited out its retry delay back in the line.
+    func lineAgain(_ slot: DownloadSlot) {
+        insertWaiter(Waiter(id: slot.id, priority: slot.request.priority, sequence: slot.id.value, host: Self.hostKey(slot.request.url)))
+        schedule()
+    }
+
+    func forget(_ id: DownloadJobID) {
+        tasks[id] = nil
     }
 
     // MARK: - Slots
@@ -246,7 +233,9 @@ public actor DownloadQueue {
         waiting.insert(waiter, at: index)
     }
 
-    private func waitForSlot(_ id: DownloadJobID) async throws {
+    /// Waits for the job's slot. Cancellation (handled by the caller) removes the waiter and
+    /// throws.
+    func waitForSlot(_ id: DownloadJobID) async throws {
         if granted.remove(id) != nil { return }
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
@@ -266,7 +255,7 @@ public actor DownloadQueue {
         }
     }
 
-    private func cancelWaiter(_ id: DownloadJobID) {
+    func cancelWaiter(_ id: DownloadJobID) {
         guard let index = waiting.firstIndex(where: { $0.id == id }) else { return }
         let waiter = waiting.remove(at: index)
         if let continuation = waiter.continuation {
@@ -274,7 +263,7 @@ public actor DownloadQueue {
         }
     }
 
-    private func releaseSlot() {
+    func releaseSlot() {
         running -= 1
         schedule()
     }
@@ -309,8 +298,9 @@ public actor DownloadQueue {
         guard holdTimerArmed.insert(host).inserted else { return }
         let clock = self.clock
         Task {
+            // The timer's task is never cancelled, and a sleep fails only by cancellation.
             try? await clock.sleep(for: until - now)
-            await self.holdExpired(host)
+            self.holdExpired(host)
         }
     }
 

@@ -13,11 +13,6 @@ public struct DownloadRequest: Sendable {
     /// Continue a partial file at `destination` left by an earlier attempt or process, and
     /// keep this job's partial file when it fails in a resumable way.
     public var resume: Bool
-    /// Called with the response head before the body is written; throw to refuse.
-    public var checkHead: @Sendable (ResponseHead) throws -> Void
-    /// Called once when the job first gets a slot, before its first request; throw to end the
-    /// job without a request (the error becomes the job's ``DownloadError/underlying``).
-    public var willStart: @Sendable () async throws -> Void
     /// This job's retry policy, instead of the queue's.
     public var retryPolicy: RetryPolicy?
     /// Also compute the CRC-32 of each 1 MiB block while streaming (see ``BlockCRC32``), for
@@ -37,24 +32,18 @@ public struct DownloadRequest: Sendable {
     ///   - priority: `.normal` by default.
     ///   - maxBytes: No limit by default.
     ///   - resume: `true` by default.
-    ///   - checkHead: A check of the response head, such as free space.
-    ///   - willStart: Work to do once a slot is granted, such as taking a lock.
     public init(
         url: URL,
         destination: String,
         priority: DownloadPriority = .normal,
         maxBytes: Int64 = .max,
-        resume: Bool = true,
-        checkHead: @escaping @Sendable (ResponseHead) throws -> Void = { _ in },
-        willStart: @escaping @Sendable () async throws -> Void = {}
+        resume: Bool = true
     ) {
         self.url = url
         self.destination = destination
         self.priority = priority
         self.maxBytes = maxBytes
         self.resume = resume
-        self.checkHead = checkHead
-        self.willStart = willStart
     }
 }
 
@@ -107,6 +96,7 @@ public struct DownloadHandle: Sendable {
         } catch let error as DownloadError {
             throw error
         } catch {
+            // The job's task throws nothing but DownloadError.
             throw DownloadError(kind: .cancelled, url: URL(string: "about:blank")!, underlying: error)
         }
     }

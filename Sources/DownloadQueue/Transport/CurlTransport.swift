@@ -109,7 +109,7 @@ public final class CurlTransport: HTTPTransport, Sendable {
         }
         return TransportResponse(
             statusCode: head.status, headers: head.headers, finalURL: head.url,
-            body: ResponseBody(CurlBody(transfer: transfer, driver: driver)))
+            body: ResponseBody(CurlBody(transfer: transfer, driver: driver), cancel: { driver.submit(.cancel(transfer)) }))
     }
 }
 

@@ -79,14 +79,24 @@ public struct ResponseBody: AsyncSequence, Sendable {
     public typealias Element = [UInt8]
 
     private let makeNext: @Sendable () -> (@Sendable () async throws -> [UInt8]?)
+    private let abandon: @Sendable () -> Void
 
     /// Wraps any sendable sequence of byte buffers.
-    /// - Parameter sequence: The underlying body.
-    public init<Base: AsyncSequence & Sendable>(_ sequence: Base) where Base.Element == [UInt8] {
+    /// - Parameters:
+    ///   - sequence: The underlying body.
+    ///   - cancel: Stops the transfer behind the body when it will not be read (see ``cancel()``).
+    public init<Base: AsyncSequence & Sendable>(_ sequence: Base, cancel: @escaping @Sendable () -> Void = {}) where Base.Element == [UInt8] {
         self.makeNext = {
             let box = IteratorBox(sequence.makeAsyncIterator())
             return { try await box.next() }
         }
+        self.abandon = cancel
+    }
+
+    /// Stops the transfer behind a body that will not be read, or not to its end, so it does not
+    /// hold a connection (a transfer whose reader stops pauses once its buffer is full).
+    public func cancel() {
+        abandon()
     }
 
     /// Reads the whole body into memory.

@@ -77,7 +77,7 @@ enum ListedBook {
         let lanes = books.count > 2000 ? max(1, min(ProcessInfo.processInfo.activeProcessorCount, 8)) : 1
         let parts = (0..<lanes).map { _ in Part() }
         let per = (books.count + lanes - 1) / lanes
-        DispatchQueue.concurrentPerform(iterations: lanes) { lane in
+        Lanes.run(lanes) { lane in
             var writer = JSONWriter()
             writer.bytes.reserveCapacity(per * 640)
             for position in (lane * per)..<min(books.count, (lane + 1) * per) {

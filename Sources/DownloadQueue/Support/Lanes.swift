@@ -1,37 +1,34 @@
 import Foundation
 
-/// Runs CPU-bound work on several threads at once and waits for all of it.
+/// Runs CPU-bound work on several threads at once and waits for all of it: lane 0 on the
+/// calling thread, the others on ``BlockingWork``'s threads.
 ///
-/// Lane 0 runs on the calling thread; the others each get a new `Thread`. Unlike
+/// Call it from blocking work (a ``BlockingWork/run(_:)`` body, the manager's executor) or from
+/// a command's own thread, never from a task on the cooperative pool: it waits. Unlike
 /// `DispatchQueue.concurrentPerform`, a call nested inside another parallel section still gets
-/// its own threads (dispatch runs a nested apply serially once its pool is busy, so a book
-/// validated while the verifier hashes it would use one core).
-enum Lanes {
+/// threads (dispatch runs a nested apply serially once its pool is busy, so a book validated
+/// while the verifier hashes it would use one core).
+package enum Lanes {
     /// The processors this process may use, read once (each read of it opens cgroup files).
-    static let available = max(1, ProcessInfo.processInfo.activeProcessorCount)
+    package static let available = max(1, ProcessInfo.processInfo.activeProcessorCount)
 
     /// Calls `body(lane)` for each lane in `0..<count`, concurrently, and returns when all are done.
-    static func run(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) {
+    package static func run(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) {
         guard count > 1 else {
             if count == 1 { body(0) }
             return
         }
-        let done = DispatchSemaphore(value: 0)
+        let done = DispatchGroup()
         for lane in 1..<count {
-            let thread = Thread {
-                body(lane)
-                done.signal()
-            }
-            thread.stackSize = 1 << 20
-            thread.start()
+            BlockingWork.queue.async(group: done) { body(lane) }
         }
         body(0)
-        for _ in 1..<count { done.wait() }
+        done.wait()
     }
 
     /// Calls `body(lane)` for each lane in `0..<count`, concurrently, and returns the results in
     /// lane order.
-    static func map<T: Sendable>(_ count: Int, _ body: @escaping @Sendable (Int) -> T) -> [T] {
+    package static func map<T: Sendable>(_ count: Int, _ body: @escaping @Sendable (Int) -> T) -> [T] {
         let slots = Slots<T>(count: count)
         run(count) { lane in slots.store(body(lane), at: lane) }
         return slots.values

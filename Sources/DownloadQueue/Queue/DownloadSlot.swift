@@ -1,0 +1,176 @@
+import Foundation
+import Synchronization
+
+/// A job's place among the running downloads, given by ``DownloadQueue/withSlot(for:onEvent:_:)``.
+///
+/// One download through a slot reads top to bottom: ``open()`` sends the request and returns
+/// the response head as a value; the caller decides on it; ``receive(_:)`` streams the body
+/// into the file. A failed attempt is retried by the queue's policy inside whichever of the two
+/// failed — the slot is given up while the retry waits, and the partial file is resumed — and
+/// each step either returns its value or throws the final ``DownloadError``. Use a slot from
+/// the task that was given it, one call at a time.
+public final class DownloadSlot: Sendable {
+    /// The job's id, as in its events.
+    public let id: DownloadJobID
+    let request: DownloadRequest
+    let emit: @Sendable (DownloadEvent) -> Void
+    private let queue: DownloadQueue
+    private let downloader: FileDownloader
+    private let state: Mutex<State>
+
+    private struct State {
+        var retries: RetryStateMachine
+        /// Whether this job holds one of the queue's slots now.
+        var held = false
+        /// Whether the job was admitted (false when it was cancelled while waiting).
+        var admitted = false
+        var ended = false
+    }
+
+    init(
+        id: DownloadJobID, request: DownloadRequest, queue: DownloadQueue, downloader: FileDownloader, retries: RetryStateMachine,
+        emit: @escaping @Sendable (DownloadEvent) -> Void
+    ) {
+        self.id = id
+        self.request = request
+        self.queue = queue
+        self.downloader = downloader
+        self.emit = emit
+        self.state = Mutex(State(retries: retries))
+    }
+
+    /// Attempts made so far.
+    public var attempts: Int { state.withLock { $0.retries.attempts } }
+
+    /// Sends the request — resuming a partial file with `Range`/`If-Range` — and returns once
+    /// the response head has arrived, before any byte is written. Failed attempts are retried
+    /// as the policy says.
+    /// - Returns: The open response: its ``OpenedDownload/head`` to decide on, then pass it to
+    ///   ``receive(_:)``, or call ``OpenedDownload/cancel()``.
+    /// - Throws: ``DownloadError`` once no retry is left, or ``DownloadError/Kind/cancelled``.
+    public func open() async throws(DownloadError) -> OpenedDownload {
+        while true {
+            try await holdSlot()
+            let attempt = state.withLock { state in
+                state.retries.attemptStarted()
+                return state.retries.attempts
+            }
+            emit(.started(id, attempt: attempt))
+            do {
+                return try await downloader.open(
+                    from: request.url, to: request.destination, maxBytes: request.maxBytes, resume: request.resume,
+                    credentials: request.credentials, headers: request.headers)
+            } catch {
+                try await failed(error)
+            }
+        }
+    }
+
+    /// Streams the body of `opened` into the destination, hashing it, then frees the slot.
+    /// When the stream fails, the request is sent again (resuming) as the policy says.
+    /// - Parameter opened: What ``open()`` returned.
+    /// - Returns: The file, with its size and SHA-256.
+    /// - Throws: ``DownloadError`` once no retry is left, or ``DownloadError/Kind/cancelled``.
+    public func receive(_ opened: OpenedDownload) async throws(DownloadError) -> DownloadedFile {
+        var opened = opened
+        while true {
+            do {
+                let file = try await downloader.receive(
+                    opened, computesBlockCRC32: request.computesBlockCRC32,
+                    onProgress: { [id, emit] progress in emit(.progress(id, progress)) })
+                await giveUpSlot()
+                emit(.finished(id, .success(file)))
+                return file
+            } catch {
+                try await failed(error)
+            }
+            opened = try await open()
+        }
+    }
+
+    /// ``open()`` then ``receive(_:)``.
+    public func download() async throws(DownloadError) -> DownloadedFile {
+        try await receive(try await open())
+    }
+
+    // MARK: - Used by the queue
+
+    func waitForAdmission() async {
+        do {
+            try await queue.waitForSlot(id)
+            state.withLock {
+                $0.held = true
+                $0.admitted = true
+            }
+        } catch {
+            // Cancelled while waiting: the slot was never given.
+        }
+    }
+
+    /// Frees the slot if it is still held (the caller's work ended without a download, or failed).
+    func end() async {
+        await giveUpSlot()
+        state.withLock { $0.ended = true }
+        await queue.forget(id)
+    }
+
+    // MARK: - Attempts
+
+    /// Takes the slot again for a retry; the first attempt has it from admission.
+    private func holdSlot() async throws(DownloadError) {
+        let (held, admitted) = state.withLock { ($0.held, $0.admitted) }
+        if held { return }
+        guard admitted, !Task.isCancelled else { throw finish(DownloadError(kind: .cancelled, url: request.url)) }
+        await queue.lineAgain(self)
+        do {
+            try await queue.waitForSlot(id)
+        } catch {
+            throw finish(DownloadError(kind: .cancelled, url: request.url))
+        }
+        state.withLock { $0.held = true }
+    }
+
+    private func giveUpSlot() async {
+        let wasHeld = state.withLock { state in
+            defer { state.held = false }
+            return state.held
+        }
+        if wasHeld { await queue.releaseSlot() }
+    }
+
+    /// After a failed attempt: waits out the retry delay (the slot given up meanwhile) and
+    /// returns, or throws the final error.
+    private func failed(_ thrown: DownloadError) async throws(DownloadError) {
+        var error = thrown
+        let attempts = self.attempts
+        error.attempts = attempts
+        var retries = state.withLock { $0.retries }
+        let action = await queue.decide(after: error, for: self, retries: &retries)
+        state.withLock { $0.retries = retries }
+        await giveUpSlot()
+        guard case .retry(let delay, _) = action else {
+            if Task.isCancelled && error.kind != .cancelled {
+                error = DownloadError(kind: .cancelled, url: request.url, underlying: error)
+                error.attempts = attempts
+            }
+            if !request.resume || (!error.isRetryable && error.kind != .cancelled) {
+                await BlockingWork.run { FileDownloader.discard(self.request.destination) }
+            }
+            throw finish(error)
+        }
+        emit(.retrying(id, attempt: attempts, delay: delay, reason: error))
+        do {
+            try await queue.sleep(for: delay)
+        } catch {
+            var cancelled = DownloadError(kind: .cancelled, url: request.url)
+            cancelled.attempts = attempts
+            throw finish(cancelled)
+        }
+    }
+
+    /// Reports the job's end and returns the error to throw.
+    private func finish(_ error: DownloadError) -> DownloadError {
+        emit(.finished(id, .failure(error)))
+        return error
+    }
+}

@@ -1,0 +1,50 @@
+import Dispatch
+
+/// The one place where work that blocks a thread runs: file writes and `fsync`, reading a
+/// partial file back, lock files, validation, index reads and writes.
+///
+/// Swift's cooperative pool has one thread per core; a call that blocks there (a write to a slow
+/// disk, a `flock` another process holds) stops every task scheduled on it. Such calls are sent
+/// here instead: a concurrent dispatch queue whose threads are not the pool's, so the pool keeps
+/// receiving bytes while a batch is written. ``run(_:)`` suspends the calling task — it does not
+/// block it — until the work is done. ``executor`` gives an actor (the cache manager) a serial
+/// executor on the same threads, so its synchronous index calls never run on the pool either.
+package enum BlockingWork {
+    /// The queue all blocking work goes to.
+    static let queue = DispatchQueue(label: "bookcache.blocking", qos: .userInitiated, attributes: .concurrent)
+
+    /// Runs `body` on a blocking-work thread and returns its result.
+    /// - Parameter body: Work that may block: file I/O, locks, CPU-heavy checks.
+    /// - Returns: What `body` returns.
+    /// - Throws: What `body` throws, with its type.
+    package static func run<T: Sendable, E: Error>(_ body: @escaping @Sendable () throws(E) -> T) async throws(E) -> T {
+        let result: Result<T, E> = await withCheckedContinuation { continuation in
+            queue.async {
+                continuation.resume(returning: Result { () throws(E) -> T in try body() })
+            }
+        }
+        return try result.get()
+    }
+
+    /// A serial executor whose jobs run on the blocking-work threads, one at a time, for an actor
+    /// that makes blocking calls in its synchronous methods.
+    package final class SerialExecutor: _Concurrency.SerialExecutor {
+        private let queue: DispatchQueue
+
+        /// Creates an executor.
+        /// - Parameter label: The dispatch label, seen in debuggers and crash reports.
+        package init(label: String) {
+            queue = DispatchQueue(label: label, target: BlockingWork.queue)
+        }
+
+        package func enqueue(_ job: consuming ExecutorJob) {
+            let job = UnownedJob(job)
+            let executor = asUnownedSerialExecutor()
+            queue.async { job.runSynchronously(on: executor) }
+        }
+
+        package func asUnownedSerialExecutor() -> UnownedSerialExecutor {
+            UnownedSerialExecutor(ordinary: self)
+        }
+    }
+}
