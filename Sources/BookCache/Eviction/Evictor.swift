@@ -14,7 +14,10 @@ struct Evictor: Sendable {
     let logger: Logger
 
     /// The limits in force: the configuration's overrides, else the persisted settings.
-    func limits() throws(BookCacheError) -> (maxSize: Int64?, keep: Int?, reserve: Int64) {
+    typealias Limits = (maxSize: Int64?, keep: Int?, reserve: Int64)
+
+    /// Reads the limits in force (the settings file, unless the configuration overrides all three).
+    func limits() throws(BookCacheError) -> Limits {
         let saved = try settings.read()
         return (
             configuration.maxSizeBytes ?? saved.maxSize,
@@ -45,8 +48,7 @@ struct Evictor: Sendable {
     /// - Returns: The books evicted for free space, in the order they went.
     /// - Throws: ``BookCacheError`` of kind ``BookCacheError/Kind/insufficientStorage`` when it
     ///   cannot fit (pinned or busy books fill the budget, or the disk).
-    func admit(_ incoming: Int64, for id: BookID) throws(BookCacheError) -> [EvictedBook] {
-        let limits = try limits()
+    func admit(_ incoming: Int64, for id: BookID, limits: Limits) throws(BookCacheError) -> [EvictedBook] {
         if let maxSize = limits.maxSize, incoming > maxSize {
             throw .overBudget(id, size: incoming, budget: maxSize)
         }

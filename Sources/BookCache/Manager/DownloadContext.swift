@@ -36,7 +36,9 @@ struct DownloadContext: Sendable {
                 // hold no file descriptors; it is held until the book is published or given up.
                 let lock = try await lockBook(id)
                 defer { lock.release() }
-                if let record = try await cachedMeanwhile(request) {
+                // The settings are read once per download, with the index.
+                let (meanwhile, limits) = try await cachedMeanwhile(request)
+                if let record = meanwhile {
                     return BookDownloadResult(metadata: record, fileURL: layout.url(forRelativePath: record.localPath), wasAlreadyCached: true)
                 }
                 let opened: OpenedDownload
@@ -50,7 +52,7 @@ struct DownloadContext: Sendable {
                 if let length = opened.head.remainingLength ?? opened.head.expectedLength ?? request.expectedSize {
                     let evictor = self.evictor
                     do throws(BookCacheError) {
-                        evictedForSpace = try await BlockingWork.run { () throws(BookCacheError) in try evictor.admit(length, for: id) }
+                        evictedForSpace = try await BlockingWork.run { () throws(BookCacheError) in try evictor.admit(length, for: id, limits: limits) }
                     } catch {
                         opened.cancel()
                         throw error
@@ -63,8 +65,8 @@ struct DownloadContext: Sendable {
                     throw Self.translate(error, id: id, root: layout.root.path)
                 }
                 let context = self
-                return try await BlockingWork.run { () throws(BookCacheError) in
-                    try context.validateAndPublish(file, of: request, from: partial)
+                return try await BlockingWork.run { (isCancelled) throws(BookCacheError) in
+                    try context.validateAndPublish(file, of: request, from: partial, limits: limits, isCancelled: isCancelled)
                 }
             }
             result.evicted = evictedForSpace + result.evicted
@@ -104,24 +106,28 @@ struct DownloadContext: Sendable {
         }
     }
 
-    /// The book's record when another process cached it while this one waited for the lock.
-    private func cachedMeanwhile(_ request: BookDownloadRequest) async throws(BookCacheError) -> CachedBookMetadata? {
-        guard !request.replaceExisting else { return nil }
-        let (store, layout, id) = (self.store, self.layout, request.id)
-        let record = try await BlockingWork.run { () throws(BookCacheError) -> CachedBookMetadata? in
-            guard let record = try store.read()[id],
+    /// The book's record when another process cached it while this one waited for the lock, and
+    /// the cache's limits.
+    private func cachedMeanwhile(
+        _ request: BookDownloadRequest
+    ) async throws(BookCacheError) -> (CachedBookMetadata?, Evictor.Limits) {
+        let (store, layout, evictor, id, replacing) = (self.store, self.layout, self.evictor, request.id, request.replaceExisting)
+        let (record, limits) = try await BlockingWork.run { () throws(BookCacheError) -> (CachedBookMetadata?, Evictor.Limits) in
+            let limits = try evictor.limits()
+            guard !replacing, let record = try store.read()[id],
                 FileSystem.fileSize(layout.url(forRelativePath: record.localPath)) == record.fileSize
-            else { return nil }
-            return record
+            else { return (nil, limits) }
+            return (record, limits)
         }
         if let record { try request.checkSameBook(asFrom: record.fileUrl) }
-        return record
+        return (record, limits)
     }
 
     /// Validates the downloaded file and publishes it; the partial file is removed when it is not
     /// published.
     private func validateAndPublish(
-        _ file: DownloadedFile, of request: BookDownloadRequest, from partial: URL
+        _ file: DownloadedFile, of request: BookDownloadRequest, from partial: URL, limits: Evictor.Limits,
+        isCancelled: () -> Bool
     ) throws(BookCacheError) -> BookDownloadResult {
         let id = request.id
         // The file is whole; from here on it is either published or removed.
@@ -139,8 +145,7 @@ struct DownloadContext: Sendable {
         if let expected = request.expectedSHA256, expected != file.sha256 {
             throw .checksumMismatch(id, expected: expected, actual: file.sha256)
         }
-        if Task.isCancelled { throw .cancelled(id) }
-        let limits = try evictor.limits()
+        if isCancelled() { throw .cancelled(id) }
         if let budget = limits.maxSize, file.byteCount > budget {
             // The size was not announced; now that it is known, the book cannot fit at all.
             throw .overBudget(id, size: file.byteCount, budget: budget)
@@ -176,7 +181,7 @@ struct DownloadContext: Sendable {
     /// the steps half done. A replaced book keeps its pin and its sync sources.
     /// - Returns: The record as stored, and the books evicted for the budget.
     private func publish(
-        _ fresh: CachedBookMetadata, from partial: URL, pin: Bool, syncSource: String?, limits: (maxSize: Int64?, keep: Int?, reserve: Int64)
+        _ fresh: CachedBookMetadata, from partial: URL, pin: Bool, syncSource: String?, limits: Evictor.Limits
     ) throws(BookCacheError) -> (CachedBookMetadata, [EvictedBook]) {
         let destination = layout.url(forRelativePath: fresh.localPath)
         let id = try fresh.bookID

@@ -1,4 +1,5 @@
 import Dispatch
+import Synchronization
 
 /// The one place where work that blocks a thread runs: file writes and `fsync`, reading a
 /// partial file back, lock files, validation, index reads and writes.
@@ -22,6 +23,27 @@ package enum BlockingWork {
             queue.async {
                 continuation.resume(returning: Result { () throws(E) -> T in try body() })
             }
+        }
+        return try result.get()
+    }
+
+    /// Runs `body` on a blocking-work thread, telling it whether the calling task has been
+    /// cancelled meanwhile (`Task.isCancelled` there would always be `false`: it is no task).
+    /// - Parameter body: Work that may block, given a check it can call between steps.
+    /// - Returns: What `body` returns.
+    /// - Throws: What `body` throws, with its type.
+    package static func run<T: Sendable, E: Error>(
+        cancellable body: @escaping @Sendable (_ isCancelled: @Sendable () -> Bool) throws(E) -> T
+    ) async throws(E) -> T {
+        let cancelled = Mutex(false)
+        let result: Result<T, E> = await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                queue.async {
+                    continuation.resume(returning: Result { () throws(E) -> T in try body({ cancelled.withLock { $0 } }) })
+                }
+            }
+        } onCancel: {
+            cancelled.withLock { $0 = true }
         }
         return try result.get()
     }
