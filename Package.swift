@@ -53,6 +53,7 @@ let package = Package(
             name: "bookcache-cli",
             dependencies: [
                 "BookCache",
+                "CBookCacheShims",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]

@@ -92,3 +92,10 @@ int bookcache_sha256_finish(void *context, unsigned char *digest) {
 void bookcache_sha256_free(void *context) {
     EVP_MD_CTX_free((EVP_MD_CTX *)context);
 }
+
+#if defined(__GLIBC__)
+#include <malloc.h>
+int bookcache_limit_malloc_arenas(int count) { return mallopt(M_ARENA_MAX, count); }
+#else
+int bookcache_limit_malloc_arenas(int count) { (void)count; return 0; }
+#endif

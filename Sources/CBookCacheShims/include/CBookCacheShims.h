@@ -35,4 +35,8 @@ int bookcache_sha256_finish(void *context, unsigned char *digest);
 /// Frees a context that is not finished.
 void bookcache_sha256_free(void *context);
 
+/// Caps glibc's malloc arenas at `count` (`mallopt(M_ARENA_MAX)`). Returns 1, or 0 where there
+/// is no such setting (not glibc) or it failed.
+int bookcache_limit_malloc_arenas(int count);
+
 #endif

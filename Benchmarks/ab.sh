@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# A/B of two revisions of bookcache on loopback nginx: alternating rounds, medians, the ratio.
+# Not a test. A speed-up earns its place with at least 7 rounds showing 10% or more.
+#
+#   Benchmarks/ab.sh REV_A REV_B [large|batch|small] [ROUNDS]
+#
+# Each revision is built in release mode in its own worktree under $BENCH_DIR/ab-REV.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rev_a="$1"; rev_b="$2"; what="${3:-large}"; rounds="${4:-7}"
+work="${BENCH_DIR:-/tmp/bookcache-bench}"
+port="${BENCH_PORT:-18468}"
+mkdir -p "$work/books"
+
+build() { # REV -> path of its bookcache binary
+  local rev; rev="$(git rev-parse --short "$1")"; local tree="$work/ab-$rev"
+  [ -d "$tree" ] || git worktree add -q --detach "$tree" "$rev" >&2
+  (cd "$tree" && swift build -c release --product bookcache >&2)
+  echo "$(cd "$tree" && swift build -c release --show-bin-path)/bookcache"
+}
+bin_a="$(build "$rev_a")"; bin_b="$(build "$rev_b")"
+
+nginx_pid="$(Benchmarks/nginx.sh "$work/books" "$port" "$work/nginx-ab")"
+trap 'kill "$nginx_pid" 2>/dev/null || true' EXIT
+base="http://127.0.0.1:$port"
+
+case "$what" in
+  large) python3 Benchmarks/make-books.py "$work/books" 1 1073741824 big
+         args() { echo "download $base/big0.epub --reserve 0"; } ;;
+  batch) python3 Benchmarks/make-books.py "$work/books" 500 1048576 m
+         seq 0 499 | sed "s#.*#$base/m&.epub#" >"$work/ab-batch.txt"
+         args() { echo "download --from $work/ab-batch.txt --concurrency 8"; } ;;
+  small) python3 Benchmarks/make-books.py "$work/books" 2000 65536 s
+         seq 0 1999 | sed "s#.*#$base/s&.epub#" >"$work/ab-small.txt"
+         args() { echo "download --from $work/ab-small.txt --concurrency 16"; } ;;
+  *) echo "unknown case: $what" >&2; exit 64 ;;
+esac
+
+run() { # BIN -> "SECONDS KIB"
+  rm -rf "$work/ab-cache"
+  local tf; tf="$(mktemp)"
+  /usr/bin/time -f "%e %M" -o "$tf" "$1" $(args) --cache-dir "$work/ab-cache" >/dev/null
+  cat "$tf"; rm -f "$tf"
+}
+median() { sort -n | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else printf "%.3f\n", (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+
+ta=(); tb=(); ma=(); mb=()
+for r in $(seq "$rounds"); do
+  read -r t m < <(run "$bin_a"); ta+=("$t"); ma+=("$m")
+  read -r t m < <(run "$bin_b"); tb+=("$t"); mb+=("$m")
+  echo "round $r: A ${ta[-1]} s, B ${tb[-1]} s" >&2
+done
+a="$(printf '%s\n' "${ta[@]}" | median)"; b="$(printf '%s\n' "${tb[@]}" | median)"
+echo "$what, $rounds rounds: A ($rev_a) $a s, peak $(( $(printf '%s\n' "${ma[@]}" | sort -n | tail -1) / 1024 )) MiB;" \
+  "B ($rev_b) $b s, peak $(( $(printf '%s\n' "${mb[@]}" | sort -n | tail -1) / 1024 )) MiB;" \
+  "B/A $(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.3f", b / a }')"
