@@ -40,11 +40,18 @@ let package = Package(
             pkgConfig: "libzip",
             providers: [.apt(["libzip-dev"]), .brew(["libzip"])]
         ),
+        // qpdf, from Debian's libqpdf-dev (Apache-2.0), to judge PDFs as a parser does.
+        .systemLibrary(
+            name: "CQPDF",
+            pkgConfig: "libqpdf",
+            providers: [.apt(["libqpdf-dev"]), .brew(["qpdf"])]
+        ),
         .target(
             name: "BookCache",
             dependencies: [
                 "DownloadQueue",
                 "CLibzip",
+                "CQPDF",
                 "CBookCacheShims",
                 .product(name: "Logging", package: "swift-log"),
             ]

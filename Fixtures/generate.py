@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
-"""Writes the fixture books in Fixtures/books: small valid EPUB 2, EPUB 3 and PDF books, and
-corrupt or hostile variants under corrupt/. Deterministic: running it again gives the same bytes.
+"""Writes the fixture books in Fixtures/books: small valid EPUB 2, EPUB 3 and PDF books; under
+quirks/, books that break packaging rules no reader needs (cached with a warning, refused with
+--strict); and under corrupt/, damaged or hostile variants that are refused. Deterministic:
+running it again gives the same bytes.
 
     python3 Fixtures/generate.py
 """
@@ -12,6 +14,7 @@ import zlib
 HERE = os.path.dirname(os.path.abspath(__file__))
 BOOKS = os.path.join(HERE, "books")
 CORRUPT = os.path.join(BOOKS, "corrupt")
+QUIRKS = os.path.join(BOOKS, "quirks")
 DATE = (2024, 1, 1, 0, 0, 0)
 
 CONTAINER = """<?xml version="1.0" encoding="UTF-8"?>
@@ -111,7 +114,7 @@ def replace_entry(entries, name, data=None, method=None):
     return out
 
 
-def pdf(title, pages=2):
+def pdf(title, pages=2, compress=False):
     objects = []
     objects.append("<< /Type /Catalog /Pages 2 0 R >>")
     kids = " ".join(f"{3 + i * 2} 0 R" for i in range(pages))
@@ -123,13 +126,21 @@ def pdf(title, pages=2):
             f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents {content_id} 0 R /Resources << /Font << /F1 {font_id} 0 R >> >> >>"
         )
         text = f"BT /F1 24 Tf 72 720 Td ({title} - page {i + 1}) Tj ET"
-        objects.append(f"<< /Length {len(text)} >>\nstream\n{text}\nendstream")
+        if compress:
+            # Long enough, with a line of its own per word, that the deflated bytes hold LFs.
+            text = "\n".join([text] + [f"% {w} {i}" for w in range(400)])
+            objects.append(zlib.compress(text.encode(), 9))
+        else:
+            objects.append(f"<< /Length {len(text)} >>\nstream\n{text}\nendstream")
     objects.append("<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
     out = bytearray(b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n")
     offsets = []
     for n, body in enumerate(objects, start=1):
         offsets.append(len(out))
-        out += f"{n} 0 obj\n{body}\nendobj\n".encode()
+        if isinstance(body, bytes):
+            out += f"{n} 0 obj\n<< /Length {len(body)} /Filter /FlateDecode >>\nstream\n".encode() + body + b"\nendstream\nendobj\n"
+        else:
+            out += f"{n} 0 obj\n{body}\nendobj\n".encode()
     xref = len(out)
     out += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode()
     for off in offsets:
@@ -167,6 +178,7 @@ def set_flag_bits(data, name, bits):
 
 def main():
     os.makedirs(CORRUPT, exist_ok=True)
+    os.makedirs(QUIRKS, exist_ok=True)
     base3 = epub_entries("Alice in Fixtureland", "urn:bookcache:alice", version=3)
     base2 = epub_entries("Pride and Fixtures", "urn:bookcache:pride", version=2)
 
@@ -175,6 +187,9 @@ def main():
     write_zip(os.path.join(BOOKS, "pride.epub"), base2)
     with open(os.path.join(BOOKS, "fixture-monthly-2024-05.pdf"), "wb") as f:
         f.write(pdf("Fixture Monthly, May 2024", pages=3))
+    # Compressed page content, as most PDFs have: what a CRLF conversion damages.
+    with open(os.path.join(BOOKS, "compressed.pdf"), "wb") as f:
+        f.write(pdf("Compressed content", pages=2, compress=True))
     with open(os.path.join(BOOKS, "trailing-junk.pdf"), "wb") as f:
         f.write(pdf("Trailing junk after EOF") + b"\r\n\x00\x00junk appended by a server\n")
 
@@ -189,13 +204,44 @@ def main():
 
     valid = open(os.path.join(BOOKS, "alice.epub"), "rb").read()
     open(os.path.join(CORRUPT, "truncated.epub"), "wb").write(valid[: len(valid) * 2 // 3])
-    write_zip(os.path.join(CORRUPT, "wrong-mimetype.epub"), replace_entry(base3, "mimetype", data=b"application/zip"))
     write_zip(os.path.join(CORRUPT, "no-container.epub"), replace_entry(base3, "META-INF/container.xml"))
+
+    # Packaging quirks readers do not mind: cached with a warning, refused with --strict.
+    write_zip(os.path.join(QUIRKS, "wrong-mimetype.epub"), replace_entry(base3, "mimetype", data=b"application/zip"))
     write_zip(
-        os.path.join(CORRUPT, "mimetype-compressed.epub"),
+        os.path.join(QUIRKS, "mimetype-compressed.epub"),
         replace_entry(base3, "mimetype", method=zipfile.ZIP_DEFLATED),
     )
-    write_zip(os.path.join(CORRUPT, "mimetype-not-first.epub"), base3[1:2] + base3[:1] + base3[2:])
+    # Finder and `zip -r` put META-INF/ first.
+    write_zip(os.path.join(QUIRKS, "mimetype-not-first.epub"), base3[1:2] + base3[:1] + base3[2:])
+    # `echo application/epub+zip > mimetype`, and a real test book's CRLF.
+    write_zip(os.path.join(QUIRKS, "mimetype-newline.epub"), replace_entry(base3, "mimetype", data=b"application/epub+zip\n"))
+    write_zip(os.path.join(QUIRKS, "mimetype-crlf.epub"), replace_entry(base3, "mimetype", data=b"application/epub+zip\r\n"))
+    write_zip(os.path.join(QUIRKS, "no-mimetype.epub"), replace_entry(base3, "mimetype"))
+    # Two names that differ only in Unicode normalisation (NFC and NFD "é"): different bytes,
+    # so different entries to every ZIP reader; the spine names the NFC one.
+    nfc, nfd = "OEBPS/caf\u00e9.xhtml", "OEBPS/cafe\u0301.xhtml"
+    opf = OPF3.format(title="Caf\u00e9", ident="urn:bookcache:cafe").replace(
+        '<item id="ch1" href="chapter1.xhtml"', '<item id="ch1" href="caf%C3%A9.xhtml"')
+    write_zip(
+        os.path.join(BOOKS, "nfc-nfd-names.epub"),
+        replace_entry(replace_entry(base3, "OEBPS/content.opf", data=opf.encode()), "OEBPS/chapter1.xhtml")
+        + [(nfc, chapter("Caf\u00e9 (NFC)", 3).encode(), zipfile.ZIP_DEFLATED),
+           (nfd, chapter("Cafe\u0301 (NFD)", 3).encode(), zipfile.ZIP_DEFLATED)],
+    )
+
+    # What a reader needs from the package document: it parses, and its spine is there.
+    missing = OPF3.format(title="Missing", ident="urn:bookcache:missing").replace(
+        '<spine><itemref idref="ch1"/></spine>',
+        '<spine><itemref idref="ch1"/><itemref idref="ch2"/></spine>').replace(
+        "</manifest>", '  <item id="ch2" href="chapter2.xhtml" media-type="application/xhtml+xml"/>\n  </manifest>')
+    write_zip(os.path.join(CORRUPT, "missing-spine-item.epub"), replace_entry(base3, "OEBPS/content.opf", data=missing.encode()))
+    write_zip(
+        os.path.join(CORRUPT, "malformed-package.epub"),
+        replace_entry(base3, "OEBPS/content.opf", data=b"<package><manifest></package>"),
+    )
+    unknown = OPF3.format(title="Unknown", ident="urn:bookcache:unknown").replace('<itemref idref="ch1"/>', '<itemref idref="nope"/>')
+    write_zip(os.path.join(CORRUPT, "spine-unknown-item.epub"), replace_entry(base3, "OEBPS/content.opf", data=unknown.encode()))
     write_zip(
         os.path.join(CORRUPT, "malformed-container.epub"),
         replace_entry(base3, "META-INF/container.xml", data=b"<container><rootfiles></container>"),
@@ -232,7 +278,7 @@ def main():
     mz = zipfile.ZipInfo("mimetype", DATE)
     mz.compress_type = zipfile.ZIP_STORED
     mz.extra = struct.pack("<HH4s", 0xCAFE, 4, b"junk")
-    with zipfile.ZipFile(os.path.join(CORRUPT, "mimetype-extra-field.epub"), "w") as z:
+    with zipfile.ZipFile(os.path.join(QUIRKS, "mimetype-extra-field.epub"), "w") as z:
         z.writestr(mz, b"application/epub+zip")
         for name, data_, method in base3[1:]:
             z.writestr(info(name, method), data_)

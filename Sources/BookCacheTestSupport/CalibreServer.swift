@@ -53,9 +53,7 @@ public final class CalibreServer: Sendable {
     ///   - workDirectory: Where the user database goes.
     public static func start(library: URL, login: Login, maxOPDSItems: Int, workDirectory: URL) async throws -> CalibreServer {
         // A port nothing listens on: the loopback test server's, just released.
-        guard let port = URL(string: try await TestHTTPServer.unreachableBaseURL())?.port else {
-            throw ProcessRunnerError(message: "cannot find a free port")
-        }
+        let port = try await TestHTTPServer.freePort()
         var arguments = ["--port", "\(port)", "--listen-on", "127.0.0.1", "--max-opds-items", "\(maxOPDSItems)"]
         switch login {
         case .open:

@@ -60,9 +60,7 @@ public final class NginxServer: Sendable {
                 "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
             ])
         guard made.status == 0 else { throw ProcessRunnerError(message: "openssl could not make a certificate: \(made.stderr)") }
-        guard let port = URL(string: try await TestHTTPServer.unreachableBaseURL())?.port else {
-            throw ProcessRunnerError(message: "cannot find a free port")
-        }
+        let port = try await TestHTTPServer.freePort()
         let configuration = """
             daemon off;
             worker_processes 1;

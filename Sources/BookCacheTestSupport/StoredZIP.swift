@@ -37,8 +37,14 @@ public enum StoredZIP {
         epub(files: [("OEBPS/images.bin", chapter)])
     }
 
-    /// A valid EPUB holding `files` after its container entries, stored.
+    /// A valid EPUB holding `files` after its container entries, stored; every file under
+    /// `OEBPS/` is in the spine.
     public static func epub(files: [(name: String, bytes: [UInt8])]) -> [UInt8] {
+        let items = files.enumerated().filter { $0.element.name.hasPrefix("OEBPS/") }.map { position, file in
+            (id: "f\(position)", href: String(file.name.dropFirst("OEBPS/".count)))
+        }
+        let manifest = items.map { #"<item id="\#($0.id)" href="\#($0.href)" media-type="application/octet-stream"/>"# }.joined()
+        let spine = items.map { #"<itemref idref="\#($0.id)"/>"# }.joined()
         let container = """
             <?xml version="1.0"?>
             <container version="1.0" xmlns="urn:oasis:names:tc:opendocument:xmlns:container">
@@ -48,7 +54,7 @@ public enum StoredZIP {
         let opf = """
             <?xml version="1.0"?><package xmlns="http://www.idpf.org/2007/opf" version="3.0" unique-identifier="id">
             <metadata xmlns:dc="http://purl.org/dc/elements/1.1/"><dc:title>Big</dc:title><dc:identifier id="id">big</dc:identifier></metadata>
-            <manifest><item id="c" href="images.bin" media-type="application/octet-stream"/></manifest><spine><itemref idref="c"/></spine></package>
+            <manifest>\(manifest)</manifest><spine>\(spine)</spine></package>
             """
         return make([
             ("mimetype", Array("application/epub+zip".utf8)),

@@ -1,4 +1,8 @@
 import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 import NIOCore
 import NIOHTTP1
 import NIOPosix
@@ -110,15 +114,45 @@ public final class TestHTTPServer: Sendable {
         channel.withLock { $0 = bound }
     }
 
-    /// A loopback base URL where nothing listens (a server is started, its port noted, and it
-    /// is stopped), for "the network is down" tests.
-    public static func unreachableBaseURL() async throws -> String {
+    /// A loopback port free now, for a server of another kind (calibre, nginx) to listen on: a
+    /// server is started, its port noted, and it is stopped.
+    public static func freePort() async throws -> Int {
         let server = TestHTTPServer()
         try await server.start()
-        let url = server.baseURL
+        let port = server.port
         try await server.shutdown()
-        return url
+        return port
     }
+
+    /// A loopback base URL where connections are refused, for "the network is down" tests.
+    public static func unreachableBaseURL() async throws -> String {
+        "http://127.0.0.1:\(try refusingPort.get())"
+    }
+
+    /// A loopback port bound by a socket that never listens, held for the life of the test
+    /// process: connecting to it is refused, and no other test's server can be given it (a
+    /// server started and stopped to free a port could see the port handed to the next one).
+    private static let refusingPort: Result<Int, any Error> = {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return .failure(POSIXError(.init(rawValue: errno) ?? .EIO)) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = 0
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let named = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        guard bound == 0, named == 0 else {
+            let code = errno
+            close(fd)
+            return .failure(POSIXError(.init(rawValue: code) ?? .EIO))
+        }
+        return .success(Int(UInt16(bigEndian: address.sin_port)))
+    }()
 
     /// Stops listening.
     public func shutdown() async throws {

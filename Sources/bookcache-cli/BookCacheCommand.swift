@@ -34,6 +34,7 @@ struct BookCacheCommand: AsyncParsableCommand {
             CheckCommand.self,
             RefreshCommand.self,
             SyncCommand.self,
+            ValidateCommand.self,
         ]
     )
 

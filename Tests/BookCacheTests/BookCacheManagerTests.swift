@@ -106,7 +106,7 @@ struct BookCacheManagerTests {
     }
 
     @Test("each corrupt fixture is refused and leaves nothing behind", arguments: [
-        "corrupt/crc-flip.epub", "corrupt/truncated.epub", "corrupt/wrong-mimetype.epub", "corrupt/no-container.epub",
+        "corrupt/crc-flip.epub", "corrupt/truncated.epub", "corrupt/missing-spine-item.epub", "corrupt/no-container.epub",
         "corrupt/error-page.epub", "corrupt/truncated.pdf", "corrupt/zip-bomb.epub", "corrupt/path-traversal.epub",
     ])
     func corruptRefused(name: String) async throws {

@@ -18,8 +18,12 @@ struct Evictor: Sendable {
 
     /// Reads the limits in force (the settings file, unless the configuration overrides all three).
     func limits() throws(BookCacheError) -> Limits {
-        let saved = try settings.read()
-        return (
+        limits(from: try settings.read())
+    }
+
+    /// The limits in force, given the persisted settings.
+    func limits(from saved: CacheSettings) -> Limits {
+        (
             configuration.maxSizeBytes ?? saved.maxSize,
             configuration.keepCount ?? saved.keep,
             configuration.storageReserveBytes ?? saved.reserve ?? BookCacheConfiguration.defaultReserveBytes

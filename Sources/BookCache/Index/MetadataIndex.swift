@@ -391,6 +391,7 @@ extension CachedBookMetadata {
         var outdated = false
         var syncSources: [String] = []
         var authors: [String] = []
+        var warnings: [String] = []
         try scanner.object { key, scanner in
             switch key {
             case "fileSize": fileSize = Int64(try scanner.integer())
@@ -398,6 +399,7 @@ extension CachedBookMetadata {
             case "outdated": outdated = try scanner.boolean()
             case "syncSources": syncSources = try scanner.stringArray()
             case "authors": authors = try scanner.stringArray()
+            case "warnings": warnings = try scanner.stringArray()
             default:
                 if scanner.peekNull() {
                     _ = try scanner.skipValue()
@@ -426,6 +428,7 @@ extension CachedBookMetadata {
         record.coverPath = strings["coverPath"]
         record.syncSources = syncSources
         record.authors = authors
+        record.warnings = warnings
         return record
     }
 }

@@ -22,6 +22,9 @@ public struct BookCacheConfiguration: Sendable {
     public var maxBookBytes: Int64
     /// Bounds for EPUB validation.
     public var validationLimits: ValidationLimits
+    /// Refuse books with validation warnings (``ValidationReport/warnings``); `nil` follows the
+    /// cache's `strict` setting, which is off by default.
+    public var strictValidation: Bool? = nil
     /// The clock used for download and access times; injectable so LRU tests never sleep.
     public var now: @Sendable () -> Date
     /// How failed downloads are retried.

@@ -76,7 +76,7 @@ extension BookCacheManager {
                 let data = FileManager.default.contents(atPath: layout.url(forRelativePath: layout.relativeSidecarPath(for: id)).path),
                 let record = try? MetadataCoding.decoder().decode(CachedBookMetadata.self, from: data),
                 record.localPath == path,
-                Verifier(layout: layout, limits: validationLimits, logger: logger).check(record) == nil
+                Verifier(layout: layout, limits: validationLimits, logger: logger).check(record).problem == nil
             {
                 try store.update { index throws(BookCacheError) in
                     if index[id] == nil { index[id] = record }

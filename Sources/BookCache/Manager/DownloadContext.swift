@@ -37,7 +37,9 @@ struct DownloadContext: Sendable {
                 let lock = try await lockBook(id)
                 defer { lock.release() }
                 // The settings are read once per download, with the index.
-                let (meanwhile, limits) = try await cachedMeanwhile(request)
+                let (meanwhile, settings) = try await cachedMeanwhile(request)
+                let limits = evictor.limits(from: settings)
+                let strict = configuration.strictValidation ?? settings.strict ?? false
                 if let record = meanwhile {
                     return BookDownloadResult(metadata: record, fileURL: layout.url(forRelativePath: record.localPath), wasAlreadyCached: true)
                 }
@@ -66,7 +68,8 @@ struct DownloadContext: Sendable {
                 }
                 let context = self
                 return try await BlockingWork.run { (isCancelled) throws(BookCacheError) in
-                    try context.validateAndPublish(file, of: request, from: partial, limits: limits, isCancelled: isCancelled)
+                    try context.validateAndPublish(
+                        file, of: request, from: partial, limits: limits, strict: strict, isCancelled: isCancelled)
                 }
             }
             result.evicted = evictedForSpace + result.evicted
@@ -107,26 +110,26 @@ struct DownloadContext: Sendable {
     }
 
     /// The book's record when another process cached it while this one waited for the lock, and
-    /// the cache's limits.
+    /// the cache's settings.
     private func cachedMeanwhile(
         _ request: BookDownloadRequest
-    ) async throws(BookCacheError) -> (CachedBookMetadata?, Evictor.Limits) {
-        let (store, layout, evictor, id, replacing) = (self.store, self.layout, self.evictor, request.id, request.replaceExisting)
-        let (record, limits) = try await BlockingWork.run { () throws(BookCacheError) -> (CachedBookMetadata?, Evictor.Limits) in
-            let limits = try evictor.limits()
+    ) async throws(BookCacheError) -> (CachedBookMetadata?, CacheSettings) {
+        let (store, layout, settings, id, replacing) = (self.store, self.layout, self.evictor.settings, request.id, request.replaceExisting)
+        let (record, saved) = try await BlockingWork.run { () throws(BookCacheError) -> (CachedBookMetadata?, CacheSettings) in
+            let saved = try settings.read()
             guard !replacing, let record = try store.read()[id],
                 FileSystem.fileSize(layout.url(forRelativePath: record.localPath)) == record.fileSize
-            else { return (nil, limits) }
-            return (record, limits)
+            else { return (nil, saved) }
+            return (record, saved)
         }
         if let record { try request.checkSameBook(asFrom: record.fileUrl) }
-        return (record, limits)
+        return (record, saved)
     }
 
     /// Validates the downloaded file and publishes it; the partial file is removed when it is not
     /// published.
     private func validateAndPublish(
-        _ file: DownloadedFile, of request: BookDownloadRequest, from partial: URL, limits: Evictor.Limits,
+        _ file: DownloadedFile, of request: BookDownloadRequest, from partial: URL, limits: Evictor.Limits, strict: Bool,
         isCancelled: () -> Bool
     ) throws(BookCacheError) -> BookDownloadResult {
         let id = request.id
@@ -135,9 +138,10 @@ struct DownloadContext: Sendable {
         defer {
             if !published { FileDownloader.discard(partial.path) }
         }
-        let format: BookFormat
+        let validation: ValidationReport
         do {
-            format = try BookValidator(limits: configuration.validationLimits).validate(path: partial.path, blockCRC32: file.blockCRC32)
+            validation = try BookValidator(limits: configuration.validationLimits, strict: strict).check(
+                path: partial.path, blockCRC32: file.blockCRC32)
         } catch {
             logger.notice("refused an invalid download", metadata: ["id": "\(id)", "reason": "\(error.reason)"])
             throw .fileCorrupted(id, reason: error.reason)
@@ -152,6 +156,10 @@ struct DownloadContext: Sendable {
         }
 
         let now = configuration.now()
+        let format = validation.format
+        if !validation.warnings.isEmpty {
+            logger.notice("cached with warnings", metadata: ["id": "\(id)", "warnings": "\(validation.warnings)"])
+        }
         let relativePath = layout.relativePath(for: id, format: format)
         var record = CachedBookMetadata(
             id: id,
@@ -168,6 +176,7 @@ struct DownloadContext: Sendable {
             lastModified: file.lastModified
         )
         record.authors = request.authors
+        record.warnings = validation.warnings
         let (stored, evicted) = try publish(record, from: partial, pin: request.pin, syncSource: request.syncSource, limits: limits)
         published = true
         logger.info(

@@ -41,10 +41,13 @@ public struct CachedBookMetadata: Sendable, Codable, Hashable, Identifiable {
     public var syncSources: [String] = []
     /// The authors, as the catalogue named them; empty when unknown.
     public var authors: [String] = []
+    /// What validation warned about when the book was cached: rules it breaks that no reader
+    /// needs (see ``ValidationReport/warnings``). Empty for a conformant book.
+    public var warnings: [String] = []
 
     private enum CodingKeys: String, CodingKey {
         case id, bookType, bookId, title, coverUrl, fileUrl, localPath, fileSize, downloadedAt, lastAccessedAt, checksum
-        case format, etag, lastModified, pinned, outdated, coverPath, syncSources, authors
+        case format, etag, lastModified, pinned, outdated, coverPath, syncSources, authors, warnings
     }
 
     public init(from decoder: any Decoder) throws {
@@ -68,6 +71,7 @@ public struct CachedBookMetadata: Sendable, Codable, Hashable, Identifiable {
         coverPath = try c.decodeIfPresent(String.self, forKey: .coverPath)
         syncSources = try c.decodeIfPresent([String].self, forKey: .syncSources) ?? []
         authors = try c.decodeIfPresent([String].self, forKey: .authors) ?? []
+        warnings = try c.decodeIfPresent([String].self, forKey: .warnings) ?? []
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -91,6 +95,7 @@ public struct CachedBookMetadata: Sendable, Codable, Hashable, Identifiable {
         try c.encodeIfPresent(coverPath, forKey: .coverPath)
         if !syncSources.isEmpty { try c.encode(syncSources, forKey: .syncSources) }
         if !authors.isEmpty { try c.encode(authors, forKey: .authors) }
+        if !warnings.isEmpty { try c.encode(warnings, forKey: .warnings) }
     }
 
     /// The typed id.

@@ -12,6 +12,7 @@ import Foundation
 /// | `limit-rate` | the most bytes per second one download receives, such as `2MB` |
 /// | `netrc` | a netrc file whose logins are answered to their own hosts |
 /// | `cacert` | a PEM file of certificate authorities to trust instead of the system's |
+/// | `strict` | `true`: refuse books that break packaging rules no reader needs (EPUB `mimetype` rules, a rebuilt PDF cross-reference table), as `--strict` does |
 ///
 /// The command line's options of the same names come first; `proxy` and `noproxy` come before
 /// the environment's `http_proxy`, `https_proxy` and `no_proxy`.
@@ -32,6 +33,8 @@ public struct CacheSettings: Codable, Sendable, Hashable {
     public var netrc: String?
     /// An absolute path to a PEM file of certificate authorities.
     public var cacert: String?
+    /// Refuse books with validation warnings.
+    public var strict: Bool?
 
     /// Empty settings: no budget, no count limit, the default reserve.
     public init(maxSize: Int64? = nil, keep: Int? = nil, reserve: Int64? = nil) {
@@ -41,7 +44,7 @@ public struct CacheSettings: Codable, Sendable, Hashable {
     }
 
     /// The keys `config` accepts.
-    public static let keys = ["max-size", "keep", "reserve", "proxy", "noproxy", "limit-rate", "netrc", "cacert"]
+    public static let keys = ["max-size", "keep", "reserve", "proxy", "noproxy", "limit-rate", "netrc", "cacert", "strict"]
 
     /// Sets a key from its text form (`2GiB`, `50`).
     /// - Throws: ``BookCacheError`` of kind ``BookCacheError/Kind/invalidArgument``.
@@ -55,6 +58,7 @@ public struct CacheSettings: Codable, Sendable, Hashable {
         case "limit-rate": limitRate = try Self.parseRate(text)
         case "netrc": netrc = try Self.parsePath(text, for: key)
         case "cacert": cacert = try Self.parsePath(text, for: key)
+        case "strict": strict = try Self.parseBool(text, for: key)
         default: throw Self.unknown(key)
         }
     }
@@ -70,6 +74,7 @@ public struct CacheSettings: Codable, Sendable, Hashable {
         case "limit-rate": limitRate = nil
         case "netrc": netrc = nil
         case "cacert": cacert = nil
+        case "strict": strict = nil
         default: throw Self.unknown(key)
         }
     }
@@ -86,7 +91,17 @@ public struct CacheSettings: Codable, Sendable, Hashable {
         case "limit-rate": return limitRate.map { ByteSize(bytes: $0).exactDescription }
         case "netrc": return netrc
         case "cacert": return cacert
+        case "strict": return strict.map { $0 ? "true" : "false" }
         default: throw Self.unknown(key)
+        }
+    }
+
+    /// `true` or `false` (also `yes`/`no`, `on`/`off`, `1`/`0`).
+    public static func parseBool(_ text: String, for key: String) throws(BookCacheError) -> Bool {
+        switch text.trimmingCharacters(in: .whitespaces).lowercased() {
+        case "true", "yes", "on", "1": return true
+        case "false", "no", "off", "0": return false
+        default: throw .invalidArgument("invalid value '\(text.debugEscaped)' for \(key): use true or false")
         }
     }
 

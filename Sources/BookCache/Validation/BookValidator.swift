@@ -1,34 +1,53 @@
 import DownloadQueue
 import Foundation
 
-/// Decides a file's format from its bytes and checks it is a whole, well-formed book.
+/// Decides a file's format from its bytes and checks it is a whole book a reader can open.
 ///
 /// ZIP local-header magic means EPUB, `%PDF-` in the first KiB means PDF; anything else is
-/// refused, with a hint when it looks like an HTML error page.
+/// refused, with a hint when it looks like an HTML error page. What makes a book unreadable or
+/// unsafe is refused; what breaks a packaging rule no reader needs is a warning, refused only
+/// when ``strict`` is set.
 public struct BookValidator: Sendable {
     /// The bounds applied to EPUB archives.
     public var limits: ValidationLimits
+    /// Refuse books with warnings too (packaging rules readers do not need).
+    public var strict: Bool
 
     /// Creates a validator.
-    /// - Parameter limits: Bounds on archive sizes and ratios.
-    public init(limits: ValidationLimits = ValidationLimits()) {
+    /// - Parameters:
+    ///   - limits: Bounds on archive sizes and ratios.
+    ///   - strict: Refuse books with warnings too; `false` by default.
+    public init(limits: ValidationLimits = ValidationLimits(), strict: Bool = false) {
         self.limits = limits
+        self.strict = strict
     }
 
-    /// Validates the file at `path` and returns its format.
+    /// Validates the file at `path` and returns its format and warnings.
     /// - Parameters:
     ///   - path: A file on disk.
     ///   - blockCRC32: The CRC-32s of the file's blocks, computed while it downloaded; large stored
     ///     EPUB entries they vouch for are then not read again.
-    /// - Returns: The format the bytes show.
+    /// - Returns: The format the bytes show, and the warnings (empty when ``strict``: a warning
+    ///   is then a refusal).
+    /// - Throws: ``ValidationFailure`` naming what is wrong.
+    public func check(path: String, blockCRC32: BlockCRC32? = nil) throws(ValidationFailure) -> ValidationReport {
+        let format = try Self.detectFormat(path: path)
+        let warnings: [String]
+        switch format {
+        case .epub: warnings = try EPUBValidator(limits: limits).validate(path: path, blockCRC32: blockCRC32)
+        case .pdf: warnings = try PDFValidator().validate(path: path)
+        }
+        if strict, let first = warnings.first {
+            throw ValidationFailure("\(first) — refused because strict validation is on")
+        }
+        return ValidationReport(format: format, warnings: warnings)
+    }
+
+    /// Validates the file at `path` and returns its format; ``check(path:blockCRC32:)`` also
+    /// returns the warnings.
     /// - Throws: ``ValidationFailure`` naming what is wrong.
     public func validate(path: String, blockCRC32: BlockCRC32? = nil) throws(ValidationFailure) -> BookFormat {
-        let format = try Self.detectFormat(path: path)
-        switch format {
-        case .epub: try EPUBValidator(limits: limits).validate(path: path, blockCRC32: blockCRC32)
-        case .pdf: try PDFValidator().validate(path: path)
-        }
-        return format
+        try check(path: path, blockCRC32: blockCRC32).format
     }
 
     /// The format shown by the first bytes of the file.
@@ -46,6 +65,15 @@ public struct BookValidator: Sendable {
         if head.starts(with: [0x50, 0x4B, 0x05, 0x06]) { throw ValidationFailure("the file is an empty ZIP archive") }
         throw ValidationFailure("the file is neither an EPUB (ZIP) nor a PDF")
     }
+}
+
+/// What validation found in a book it accepts.
+public struct ValidationReport: Sendable, Hashable {
+    /// The format the bytes show.
+    public var format: BookFormat
+    /// Rules the book breaks that no reader needs (EPUB packaging, a PDF's rebuilt
+    /// cross-reference table), in words; empty for a conformant book.
+    public var warnings: [String]
 }
 
 /// Reads byte ranges of a file without loading it whole.

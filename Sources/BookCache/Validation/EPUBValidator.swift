@@ -8,16 +8,23 @@ import Foundation
     import Darwin
 #endif
 
-/// Checks an EPUB with libzip: the archive's consistency, every entry's CRC, and the EPUB
-/// container rules.
+/// Checks an EPUB with libzip the way a reader opens it: the archive's consistency, every
+/// entry's CRC, container.xml, the package document and its spine.
 ///
+/// Refused (a reader could not open the book, or opening it is unsafe):
 /// - The archive is opened with `ZIP_CHECKCONS` and every entry is read through, so a flipped
 ///   byte anywhere fails its CRC.
-/// - `mimetype` is the first entry, stored (not compressed), without an extra field, and holds
-///   exactly `application/epub+zip`.
-/// - `META-INF/container.xml` is well-formed and names a rootfile present in the archive.
+/// - `META-INF/container.xml` is well-formed and names a rootfile present in the archive; the
+///   first rootfile (the package document) is well-formed XML whose spine names manifest items,
+///   each of them present in the archive.
 /// - No entry name is absolute, has a `..` segment or a backslash; no entry is encrypted; no
-///   name appears twice.
+///   name appears twice, comparing the bytes as stored (names that differ only in Unicode
+///   normalisation are different names, as in every ZIP reader).
+///
+/// Warned (``ValidationReport/warnings``, refused only when strict): the OCF packaging rules for
+/// `mimetype` — the first entry, stored, no extra field, exactly `application/epub+zip`. They
+/// exist for file-type sniffing; no reader needs them, and `zip` without `-X`, Finder and
+/// `echo` break them every day.
 /// - Decompression is bounded by ``ValidationLimits``: a small file declaring gigabytes, or an
 ///   entry compressed beyond the allowed ratio, is refused before it is inflated.
 /// - A large stored entry (a magazine's images) whose CRC-32 the block CRC-32s computed during
@@ -31,11 +38,12 @@ struct EPUBValidator {
     /// - Parameters:
     ///   - path: The file.
     ///   - blockCRC32: CRC-32s of the file's blocks computed while it downloaded, if any.
-    func validate(path: String, blockCRC32: BlockCRC32? = nil) throws(ValidationFailure) {
+    /// - Returns: The packaging rules the book breaks, as warnings.
+    func validate(path: String, blockCRC32: BlockCRC32? = nil) throws(ValidationFailure) -> [String] {
         var openError: Int32 = 0
         guard let archive = zip_open(path, ZIP_CHECKCONS | ZIP_RDONLY, &openError) else {
             if openError == ZIP_ER_EXISTS {
-                throw ValidationFailure("an entry name appears twice in the archive")
+                throw ValidationFailure("an entry name appears twice, byte for byte, in the archive")
             }
             throw ValidationFailure("the ZIP archive is damaged or truncated (\(Self.describe(code: openError)))")
         }
@@ -47,7 +55,8 @@ struct EPUBValidator {
             throw ValidationFailure("the archive has \(count) entries, more than the limit of \(limits.maxEntries)")
         }
 
-        var names = Set<String>()
+        // Names as stored, byte for byte: what a reader looks entries up by.
+        var names = Set<[UInt8]>()
         var totalDeclared: Int64 = 0
         // Each entry is described once (libzip converts its DOS time with mktime every time).
         var entries: [Entry] = []
@@ -56,8 +65,8 @@ struct EPUBValidator {
             let entry = try stat(archive, index)
             entries.append(entry)
             try checkName(entry.name)
-            guard names.insert(entry.name).inserted else {
-                throw ValidationFailure("the entry name '\(entry.name)' appears twice")
+            guard names.insert(entry.rawName).inserted else {
+                throw ValidationFailure("the entry name '\(entry.name.debugEscaped)' appears twice, byte for byte")
             }
             if entry.encrypted { throw ValidationFailure("the entry '\(entry.name)' is encrypted (DRM-protected books cannot be validated)") }
             totalDeclared += entry.size
@@ -70,33 +79,45 @@ struct EPUBValidator {
             }
         }
 
-        try checkMimetype(archive, first: entries[0])
+        let warnings = try mimetypeWarnings(archive, entries: entries)
         let confirmed = blockCRC32.map { storedEntriesConfirmed(by: $0, path: path, entries: entries) } ?? []
-        var containerXML: [UInt8] = []
-        var found = false
+        var indexByName: [[UInt8]: UInt64] = [:]
+        for (position, entry) in entries.enumerated() { indexByName[entry.rawName] = UInt64(position) }
+        guard let containerIndex = indexByName[Array(Self.containerPath.utf8)] else {
+            throw ValidationFailure("\(Self.containerPath) is missing")
+        }
+        let container = entries[Int(containerIndex)]
+        guard container.size <= Int64(limits.maxContainerXMLBytes) else {
+            throw ValidationFailure("\(Self.containerPath) is \(container.size) bytes, more than the limit of \(limits.maxContainerXMLBytes)")
+        }
+        let containerXML = try readThrough(archive, containerIndex, name: container.name, keep: true)
+        let rootfiles = try ContainerXMLParser(maxDepth: limits.maxContainerXMLDepth).rootfiles(in: containerXML)
+        guard let packagePath = rootfiles.first else {
+            throw ValidationFailure("\(Self.containerPath) names no rootfile")
+        }
+        for rootfile in rootfiles where indexByName[Array(rootfile.utf8)] == nil {
+            throw ValidationFailure("\(Self.containerPath) names the rootfile '\(rootfile)', which is not in the archive")
+        }
+        // The package document: read (its CRC checked) and parsed; its spine must be there.
+        let packageIndex = indexByName[Array(packagePath.utf8)]!
+        let packageEntry = entries[Int(packageIndex)]
+        guard packageEntry.size <= Int64(limits.maxPackageDocumentBytes) else {
+            throw ValidationFailure(
+                "the package document '\(packagePath)' is \(packageEntry.size) bytes, more than the limit of \(limits.maxPackageDocumentBytes)")
+        }
+        let packageXML = try readThrough(archive, packageIndex, name: packageEntry.name, keep: true)
+        let spine = try PackageDocumentParser(path: packagePath, maxDepth: limits.maxContainerXMLDepth).spine(in: packageXML)
+        for item in spine where indexByName[Array(item.utf8)] == nil {
+            throw ValidationFailure("the spine of '\(packagePath)' names '\(item)', which is not in the archive")
+        }
+
         var work: [(index: UInt64, entry: Entry)] = []
         for (position, entry) in entries.enumerated() {
             let index = UInt64(position)
-            if entry.name == Self.containerPath {
-                found = true
-                guard entry.size <= Int64(limits.maxContainerXMLBytes) else {
-                    throw ValidationFailure("\(Self.containerPath) is \(entry.size) bytes, more than the limit of \(limits.maxContainerXMLBytes)")
-                }
-                containerXML = try readThrough(archive, index, name: entry.name, keep: true)
-            } else if !confirmed.contains(index) {
-                work.append((index, entry))
-            }
+            if index != containerIndex, index != packageIndex, !confirmed.contains(index) { work.append((index, entry)) }
         }
         try readThrough(work, archive: archive, path: path)
-        guard found else { throw ValidationFailure("\(Self.containerPath) is missing") }
-        let rootfiles = try ContainerXMLParser(maxDepth: limits.maxContainerXMLDepth).rootfiles(in: containerXML)
-        guard let first = rootfiles.first else {
-            throw ValidationFailure("\(Self.containerPath) names no rootfile")
-        }
-        for rootfile in rootfiles where !names.contains(rootfile) {
-            throw ValidationFailure("\(Self.containerPath) names the rootfile '\(rootfile)', which is not in the archive")
-        }
-        _ = first
+        return warnings
     }
 
     /// Compressed bytes worth spreading over several cores when entries are read through.
@@ -195,7 +216,10 @@ struct EPUBValidator {
     }
 
     private struct Entry {
+        /// The name for messages (libzip's UTF-8 rendering).
         let name: String
+        /// The name's bytes as stored in the archive.
+        let rawName: [UInt8]
         let size: Int64
         let compressedSize: Int64
         let method: Int32
@@ -206,11 +230,14 @@ struct EPUBValidator {
     private func stat(_ archive: OpaquePointer, _ index: UInt64) throws(ValidationFailure) -> Entry {
         var info = zip_stat_t()
         zip_stat_init(&info)
-        guard zip_stat_index(archive, index, 0, &info) == 0, let cName = info.name else {
+        guard zip_stat_index(archive, index, 0, &info) == 0, let cName = info.name,
+            let raw = zip_get_name(archive, index, zip_flags_t(ZIP_FL_ENC_RAW))
+        else {
             throw ValidationFailure("cannot read entry \(index) (\(Self.describe(archive)))")
         }
         return Entry(
             name: String(cString: cName),
+            rawName: Array(UnsafeBufferPointer(start: UnsafeRawPointer(raw).assumingMemoryBound(to: UInt8.self), count: strlen(raw))),
             size: Int64(clamping: info.size),
             compressedSize: Int64(clamping: info.comp_size),
             method: Int32(info.comp_method),
@@ -235,23 +262,40 @@ struct EPUBValidator {
         }
     }
 
-    private func checkMimetype(_ archive: OpaquePointer, first: Entry) throws(ValidationFailure) {
-        guard first.name == "mimetype" else {
-            throw ValidationFailure("the first entry is '\(first.name)', not 'mimetype'")
+    /// The OCF packaging rules for `mimetype` that the archive breaks, as warnings. The entry is
+    /// read (so its CRC is checked) when it is there.
+    private func mimetypeWarnings(_ archive: OpaquePointer, entries: [Entry]) throws(ValidationFailure) -> [String] {
+        guard let position = entries.firstIndex(where: { $0.rawName == Array("mimetype".utf8) }) else {
+            return ["there is no mimetype entry (an EPUB packaging rule; readers do not need it)"]
         }
-        guard first.method == ZIP_CM_STORE else {
-            throw ValidationFailure("the mimetype entry is compressed; EPUB requires it stored")
+        var warnings: [String] = []
+        let entry = entries[position]
+        if position != 0 {
+            warnings.append("the first entry is '\(entries[0].name.debugEscaped)', not 'mimetype' (an EPUB packaging rule; readers do not need it)")
         }
-        if zip_file_extra_fields_count(archive, 0, ZIP_FL_LOCAL) > 0 || zip_file_extra_fields_count(archive, 0, ZIP_FL_CENTRAL) > 0 {
-            throw ValidationFailure("the mimetype entry has an extra field; EPUB forbids one")
+        if entry.method != ZIP_CM_STORE {
+            warnings.append("the mimetype entry is compressed; EPUB packaging asks for it stored (readers do not need it)")
         }
-        guard first.size == Int64(Self.mimetype.utf8.count) else {
-            throw ValidationFailure("the mimetype entry is not '\(Self.mimetype)'")
+        let index = UInt64(position)
+        if zip_file_extra_fields_count(archive, index, zip_flags_t(ZIP_FL_LOCAL)) > 0
+            || zip_file_extra_fields_count(archive, index, zip_flags_t(ZIP_FL_CENTRAL)) > 0
+        {
+            warnings.append("the mimetype entry has an extra field, which EPUB packaging forbids (zip without -X adds one; readers do not mind)")
         }
-        let bytes = try readThrough(archive, 0, name: "mimetype", keep: true)
-        guard bytes == Array(Self.mimetype.utf8) else {
-            throw ValidationFailure("the mimetype is '\(String(decoding: bytes, as: UTF8.self).debugEscaped)', not '\(Self.mimetype)'")
+        guard entry.size <= 1024 else {
+            warnings.append("the mimetype entry is \(entry.size) bytes, not '\(Self.mimetype)'")
+            return warnings
         }
+        let bytes = try readThrough(archive, index, name: "mimetype", keep: true)
+        if bytes != Array(Self.mimetype.utf8) {
+            let text = String(decoding: bytes, as: UTF8.self)
+            if text.trimmingCharacters(in: .whitespacesAndNewlines) == Self.mimetype {
+                warnings.append("the mimetype entry is '\(text.debugEscaped)': '\(Self.mimetype)' with white space around it (an EPUB packaging rule; readers do not need it)")
+            } else {
+                warnings.append("the mimetype entry says '\(text.debugEscaped)', not '\(Self.mimetype)' (readers go by container.xml)")
+            }
+        }
+        return warnings
     }
 
     /// Reads an entry to its end so libzip checks its CRC; keeps the bytes only when asked.

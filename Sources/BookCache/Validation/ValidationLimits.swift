@@ -10,8 +10,11 @@ public struct ValidationLimits: Sendable, Hashable {
     public var maxEntries: Int
     /// The largest `META-INF/container.xml` accepted.
     public var maxContainerXMLBytes: Int
-    /// The deepest element nesting accepted in `container.xml`.
+    /// The deepest element nesting accepted in `container.xml` and the package document.
     public var maxContainerXMLDepth: Int
+    /// The largest package document (`content.opf`) accepted; a large book's runs to a few
+    /// hundred KiB.
+    public var maxPackageDocumentBytes: Int
 
     /// Creates limits.
     /// - Parameters:
@@ -21,13 +24,15 @@ public struct ValidationLimits: Sendable, Hashable {
     ///   - maxEntries: 100,000 by default.
     ///   - maxContainerXMLBytes: 256 KiB by default.
     ///   - maxContainerXMLDepth: 32 by default.
+    ///   - maxPackageDocumentBytes: 16 MiB by default.
     public init(
         maxTotalUncompressedBytes: Int64 = 8 << 30,
         maxCompressionRatio: Int64 = 200,
         ratioCheckThreshold: Int64 = 1 << 20,
         maxEntries: Int = 100_000,
         maxContainerXMLBytes: Int = 256 << 10,
-        maxContainerXMLDepth: Int = 32
+        maxContainerXMLDepth: Int = 32,
+        maxPackageDocumentBytes: Int = 16 << 20
     ) {
         self.maxTotalUncompressedBytes = maxTotalUncompressedBytes
         self.maxCompressionRatio = maxCompressionRatio
@@ -35,5 +40,6 @@ public struct ValidationLimits: Sendable, Hashable {
         self.maxEntries = maxEntries
         self.maxContainerXMLBytes = maxContainerXMLBytes
         self.maxContainerXMLDepth = maxContainerXMLDepth
+        self.maxPackageDocumentBytes = maxPackageDocumentBytes
     }
 }

@@ -12,32 +12,38 @@ struct Verifier: Sendable {
     /// Checks `records` (and, when `scanStrays`, the type folders) and returns what is wrong.
     func check(_ records: [CachedBookMetadata], known: [String: CachedBookMetadata], scanStrays: Bool) -> VerifyReport {
         var problems: [VerifyReport.Problem] = []
+        var warnings: [String: [String]] = [:]
         for record in records.sorted(by: { $0.id < $1.id }) {
-            if let problem = check(record) { problems.append(problem) }
+            let outcome = check(record)
+            if let problem = outcome.problem { problems.append(problem) }
+            if !outcome.warnings.isEmpty { warnings[record.id] = outcome.warnings }
         }
         if scanStrays { problems += strays(known: known) }
-        return VerifyReport(checked: records.count, problems: problems.sorted { ($0.path, $0.kind.rawValue) < ($1.path, $1.kind.rawValue) })
+        var report = VerifyReport(checked: records.count, problems: problems.sorted { ($0.path, $0.kind.rawValue) < ($1.path, $1.kind.rawValue) })
+        report.warnings = warnings
+        return report
     }
 
-    /// The problem with one record's file, or `nil` when it is fine.
-    func check(_ record: CachedBookMetadata) -> VerifyReport.Problem? {
+    /// The problem with one record's file (`nil` when it is fine), and the warnings validation
+    /// gives it. Verification is never strict: a book accepted with a warning is not corrupt.
+    func check(_ record: CachedBookMetadata) -> (problem: VerifyReport.Problem?, warnings: [String]) {
         let url = layout.url(forRelativePath: record.localPath)
         guard let size = FileSystem.fileSize(url) else {
-            return .init(kind: .missing, id: record.id, path: record.localPath, detail: "the file is gone")
+            return (.init(kind: .missing, id: record.id, path: record.localPath, detail: "the file is gone"), [])
         }
         guard size == record.fileSize else {
-            return .init(kind: .changed, id: record.id, path: record.localPath, detail: "size is \(size) bytes, recorded \(record.fileSize)")
+            return (.init(kind: .changed, id: record.id, path: record.localPath, detail: "size is \(size) bytes, recorded \(record.fileSize)"), [])
         }
         // Re-hash and re-validate at the same time, on two cores: both read the whole file.
         let digest = ResultBox<Result<String, FileSystem.CallError>>()
-        let validation = ResultBox<Result<BookFormat, ValidationFailure>>()
+        let validation = ResultBox<Result<ValidationReport, ValidationFailure>>()
         let limits = self.limits
         Lanes.run(2) { lane in
             if lane == 0 {
                 digest.value = Self.sha256(of: url)
             } else {
                 do throws(ValidationFailure) {
-                    validation.value = .success(try BookValidator(limits: limits).validate(path: url.path))
+                    validation.value = .success(try BookValidator(limits: limits).check(path: url.path))
                 } catch {
                     validation.value = .failure(error)
                 }
@@ -45,21 +51,23 @@ struct Verifier: Sendable {
         }
         switch digest.value {
         case .failure(let error):
-            return .init(kind: .missing, id: record.id, path: record.localPath, detail: "cannot be read (\(error))")
+            return (.init(kind: .missing, id: record.id, path: record.localPath, detail: "cannot be read (\(error))"), [])
         case .success(let digest) where digest != record.checksum:
-            return .init(kind: .changed, id: record.id, path: record.localPath, detail: "SHA-256 is \(digest), recorded \(record.checksum)")
+            return (.init(kind: .changed, id: record.id, path: record.localPath, detail: "SHA-256 is \(digest), recorded \(record.checksum)"), [])
         default:
             break
         }
         switch validation.value {
         case .failure(let error):
-            return .init(kind: .corrupt, id: record.id, path: record.localPath, detail: error.reason)
-        case .success(let format) where format != record.format:
-            return .init(kind: .corrupt, id: record.id, path: record.localPath, detail: "is now a \(format.rawValue), recorded \(record.format.rawValue)")
-        default:
-            break
+            return (.init(kind: .corrupt, id: record.id, path: record.localPath, detail: error.reason), [])
+        case .success(let report) where report.format != record.format:
+            let detail = "is now a \(report.format.rawValue), recorded \(record.format.rawValue)"
+            return (.init(kind: .corrupt, id: record.id, path: record.localPath, detail: detail), [])
+        case .success(let report):
+            return (nil, report.warnings)
+        case nil:
+            return (nil, [])
         }
-        return nil
     }
 
     /// Files in the type folders that no record accounts for.

@@ -30,6 +30,9 @@ public struct VerifyReport: Sendable, Hashable {
     public var checked: Int
     /// The problems, in path order.
     public var problems: [Problem]
+    /// Books that are fine but break rules no reader needs (see ``ValidationReport/warnings``),
+    /// by id. They are not problems: ``isClean`` ignores them.
+    public var warnings: [String: [String]] = [:]
 
     /// Whether nothing is wrong.
     public var isClean: Bool { problems.isEmpty }

@@ -43,6 +43,7 @@ struct DownloadCommand: AsyncParsableCommand {
     @OptionGroup var global: GlobalOptions
     @OptionGroup(title: "Network") var connection: ConnectionOptions
     @OptionGroup(title: "Login") var login: LoginOptions
+    @OptionGroup(title: "Validation") var validation: ValidationOptions
 
     @Argument(help: ArgumentHelp("http or https URLs of EPUB or PDF files.", valueName: "url"))
     var urls: [String] = []
@@ -174,7 +175,7 @@ struct DownloadCommand: AsyncParsableCommand {
         let limits = try budget
         let manager = try global.makeManager(
             concurrency: concurrency, retries: retries, reserve: try reserveSize, maxSize: limits.maxSize, keep: limits.keep,
-            evictForSpace: !noEvict, connection: connection)
+            evictForSpace: !noEvict, connection: connection, strict: validation.strict)
         let headers = try login.parsedHeaders
         items = items.map { item in
             guard case .request(var request, let source) = item else { return item }
@@ -225,7 +226,8 @@ struct DownloadCommand: AsyncParsableCommand {
                 return BatchOutcome(
                     id: request.id.description, status: result.wasAlreadyCached ? .alreadyCached : .cached,
                     path: result.fileURL.path, error: nil, attempts: attempts.value, bytes: result.metadata.fileSize,
-                    format: result.metadata.format.rawValue, evicted: result.evicted)
+                    format: result.metadata.format.rawValue, evicted: result.evicted,
+                    warnings: result.wasAlreadyCached ? [] : result.metadata.warnings)
             } catch {
                 let attemptsMade = (error.underlying as? DownloadError)?.attempts ?? attempts.value
                 return BatchOutcome(

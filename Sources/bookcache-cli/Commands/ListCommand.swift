@@ -143,6 +143,7 @@ enum ListedBook {
                 field("syncSources") { $0.stringArray(book.syncSources) }
             }
             field("title") { $0.string(book.title) }
+            if !book.warnings.isEmpty { field("warnings") { $0.stringArray(book.warnings) } }
             append(last ? "\n  }\n" : "\n  },\n")
         }
 

@@ -16,6 +16,7 @@ struct OpenCommand: AsyncParsableCommand {
     @OptionGroup var global: GlobalOptions
     @OptionGroup(title: "Network") var connection: ConnectionOptions
     @OptionGroup(title: "Login") var login: LoginOptions
+    @OptionGroup(title: "Validation") var validation: ValidationOptions
 
     @Argument(help: ArgumentHelp("A book id (ebook-123) or an http(s) URL.", valueName: "id-or-url"))
     var target: String
@@ -53,7 +54,7 @@ struct OpenCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let manager = try global.makeManager(connection: connection)
+        let manager = try global.makeManager(connection: connection, strict: validation.strict)
         do {
             switch try parsed {
             case .cached(let bookID):

@@ -11,6 +11,7 @@ struct RefreshCommand: AsyncParsableCommand {
 
     @OptionGroup var global: GlobalOptions
     @OptionGroup(title: "Network") var connection: ConnectionOptions
+    @OptionGroup(title: "Validation") var validation: ValidationOptions
 
     @Argument(help: ArgumentHelp("Book ids (default: every book).", valueName: "id"))
     var ids: [String] = []
@@ -28,7 +29,7 @@ struct RefreshCommand: AsyncParsableCommand {
 
     func run() async throws {
         let bookIDs = try ids.map(parseID)
-        let manager = try global.makeManager(concurrency: concurrency, connection: connection)
+        let manager = try global.makeManager(concurrency: concurrency, connection: connection, strict: validation.strict)
         let results: [(id: BookID, result: Result<BookDownloadResult, BookCacheError>)]
         do {
             results = try await manager.refresh(bookIDs, outdatedOnly: outdated)

@@ -29,6 +29,7 @@ struct SyncCommand: AsyncParsableCommand {
     @OptionGroup var global: GlobalOptions
     @OptionGroup(title: "Network") var connection: ConnectionOptions
     @OptionGroup(title: "Login (sent only to the catalogue's own host)") var login: LoginOptions
+    @OptionGroup(title: "Validation") var validation: ValidationOptions
 
     @Argument(help: ArgumentHelp("A manifest or OPDS feed: a file, - for stdin, or an http(s) URL.", valueName: "source"))
     var source: String
@@ -95,7 +96,7 @@ struct SyncCommand: AsyncParsableCommand {
 
     func run() async throws {
         let (keepCount, interval) = try parsedOptions
-        let manager = try global.makeManager(concurrency: concurrency, connection: connection)
+        let manager = try global.makeManager(concurrency: concurrency, connection: connection, strict: validation.strict)
         let formats = try self.formats
         let credentials = URL(string: source).flatMap(login.credentials(for:))
         let headers = try login.parsedHeaders

@@ -8,7 +8,8 @@ struct VerifyCommand: AsyncParsableCommand {
         abstract: "Check cached files against their checksums and formats; find strays.",
         discussion: """
             Re-hashes every file (or the ones named) against its recorded SHA-256 and re-runs EPUB \
-            and PDF validation. Reports missing files, files changed on disk, corrupt files, and \
+            and PDF validation (never strictly: a book cached with a warning is not corrupt; --json \
+            lists the warnings). Reports missing files, files changed on disk, corrupt files, and \
             (when checking everything) files in the type folders that the index does not know. \
             Exits 1 if anything is wrong. --repair removes broken books (or downloads them again \
             with --redownload) and adopts strays whose sidecar describes them, removing the rest.
@@ -45,7 +46,7 @@ struct VerifyCommand: AsyncParsableCommand {
         }
         if json {
             let object: [String: Any] = [
-                "checked": report.checked, "ok": report.isClean,
+                "checked": report.checked, "ok": report.isClean, "warnings": report.warnings,
                 "problems": report.problems.map { problem -> [String: Any] in
                     ["kind": problem.kind.rawValue, "id": problem.id ?? NSNull(), "path": problem.path, "detail": problem.detail, "repair": problem.repair ?? NSNull()]
                 },

@@ -26,4 +26,6 @@ struct BatchOutcome: Sendable {
     var format: String?
     /// Books evicted to make room for this one.
     var evicted: [EvictedBook] = []
+    /// Packaging rules the book breaks that no reader needs; said once, when it is cached.
+    var warnings: [String] = []
 }

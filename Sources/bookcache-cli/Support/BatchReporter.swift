@@ -91,6 +91,7 @@ final class BatchReporter: Sendable {
             switch outcome.status {
             case .cached:
                 Terminal.write("cached \(outcome.id ?? "?") (\(outcome.format ?? "?"), \(ByteFormat.string(outcome.bytes))): \(outcome.path ?? "")")
+                for warning in outcome.warnings { Terminal.writeError("warning: \(outcome.id ?? "?"): \(warning)") }
             case .alreadyCached:
                 Terminal.write("\(outcome.id ?? "?") is already cached (\(ByteFormat.string(outcome.bytes))): \(outcome.path ?? "")")
             case .failed:
@@ -214,6 +215,7 @@ final class BatchReporter: Sendable {
             "id": outcome.id ?? NSNull(), "status": outcome.status.rawValue, "path": outcome.path ?? NSNull(),
             "error": outcome.error ?? NSNull(), "attempts": outcome.attempts, "bytes": outcome.bytes,
             "evicted": outcome.evicted.map { ["id": $0.metadata.id, "bytes": $0.metadata.fileSize, "reason": $0.reason.rawValue] as [String: Any] },
+            "warnings": outcome.warnings,
         ]
         return encode(object)
     }

@@ -14,7 +14,7 @@ struct GlobalOptions: ParsableArguments {
 
     func makeManager(
         concurrency: Int = 4, retries: Int = 3, reserve: ByteSize? = nil, maxSize: Int64? = nil, keep: Int? = nil,
-        evictForSpace: Bool = true, connection: ConnectionOptions? = nil
+        evictForSpace: Bool = true, connection: ConnectionOptions? = nil, strict: Bool = false
     ) throws -> BookCacheManager {
         CLILogging.bootstrap(verbose: verbose)
         let root = CacheLayout.defaultRoot(explicit: cacheDir)
@@ -26,6 +26,8 @@ struct GlobalOptions: ParsableArguments {
             evictForSpace: evictForSpace,
             retryPolicy: RetryPolicy(retries: retries)
         )
+        // Without --strict, the cache's `strict` setting decides.
+        if strict { configuration.strictValidation = true }
         if let reserve = try reserve ?? Self.environmentReserve() {
             configuration.storageReserveBytes = reserve.bytes
         }

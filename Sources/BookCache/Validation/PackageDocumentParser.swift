@@ -1,0 +1,133 @@
+import Foundation
+
+#if canImport(FoundationXML)
+    import FoundationXML
+#endif
+
+/// Reads an EPUB package document (`content.opf`) as a reader does and returns the archive
+/// paths of its spine: each `itemref`'s `idref` looked up in the manifest, its `href` resolved
+/// against the package document's folder and percent-decoded.
+///
+/// Refuses what would stop a reader: XML that is not well-formed, no `package` root, no spine,
+/// an `itemref` naming no manifest item, an `href` that leaves the archive. Like
+/// ``ContainerXMLParser`` it checks `parserError` and balanced elements itself (Linux's
+/// `XMLParser` returns `true` for some malformed documents) and bounds the nesting depth.
+struct PackageDocumentParser {
+    /// The package document's path in the archive, as container.xml names it.
+    let path: String
+    let maxDepth: Int
+
+    func spine(in data: [UInt8]) throws(ValidationFailure) -> [String] {
+        let delegate = Delegate(path: path, maxDepth: maxDepth)
+        let parser = XMLParser(data: Data(data))
+        parser.shouldProcessNamespaces = true
+        parser.shouldResolveExternalEntities = false
+        parser.delegate = delegate
+        let ok = parser.parse()
+        if let failure = delegate.failure { throw failure }
+        if !ok || parser.parserError != nil {
+            let detail = parser.parserError.map { " (\($0.localizedDescription))" } ?? ""
+            throw ValidationFailure("the package document '\(path)' is not well-formed XML\(detail)")
+        }
+        guard delegate.sawRoot, delegate.depth == 0 else {
+            throw ValidationFailure("the package document '\(path)' is not well-formed XML (unbalanced elements)")
+        }
+        guard delegate.rootName == "package" else {
+            throw ValidationFailure("the package document '\(path)' has the root element '\(delegate.rootName ?? "")', not 'package'")
+        }
+        guard delegate.sawSpine else { throw ValidationFailure("the package document '\(path)' has no spine") }
+        guard !delegate.itemrefs.isEmpty else { throw ValidationFailure("the spine of '\(path)' lists no chapters") }
+        var paths: [String] = []
+        for idref in delegate.itemrefs {
+            guard let href = delegate.manifest[idref] else {
+                throw ValidationFailure("the spine of '\(path)' names the item '\(idref)', which its manifest does not list")
+            }
+            paths.append(try resolve(href))
+        }
+        return paths
+    }
+
+    /// The archive path of a manifest `href`, relative to the package document's folder.
+    private func resolve(_ href: String) throws(ValidationFailure) -> String {
+        let withoutFragment = href.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? href
+        guard let decoded = withoutFragment.removingPercentEncoding, !decoded.isEmpty else {
+            throw ValidationFailure("the manifest of '\(path)' has the href '\(href)', which is not a valid relative URL")
+        }
+        if decoded.contains("://") || decoded.hasPrefix("/") {
+            throw ValidationFailure("the spine of '\(path)' names '\(href)', which is outside the book")
+        }
+        var parts = path.split(separator: "/", omittingEmptySubsequences: false).dropLast().map(String.init)
+        for part in decoded.split(separator: "/", omittingEmptySubsequences: false) {
+            switch part {
+            case ".", "": continue
+            case "..":
+                guard !parts.isEmpty else { throw ValidationFailure("the spine of '\(path)' names '\(href)', which is outside the book") }
+                parts.removeLast()
+            default: parts.append(String(part))
+            }
+        }
+        return parts.joined(separator: "/")
+    }
+
+    private final class Delegate: NSObject, XMLParserDelegate {
+        let path: String
+        let maxDepth: Int
+        var depth = 0
+        var rootName: String?
+        var sawRoot = false
+        var sawSpine = false
+        var manifest: [String: String] = [:]
+        var itemrefs: [String] = []
+        var failure: ValidationFailure?
+
+        init(path: String, maxDepth: Int) {
+            self.path = path
+            self.maxDepth = maxDepth
+        }
+
+        func parser(
+            _ parser: XMLParser, didStartElement elementName: String, namespaceURI: String?,
+            qualifiedName qName: String?, attributes attributeDict: [String: String] = [:]
+        ) {
+            let local = elementName.split(separator: ":").last.map(String.init) ?? elementName
+            if depth == 0 {
+                if sawRoot {
+                    fail(parser, "the package document '\(path)' has more than one root element")
+                    return
+                }
+                sawRoot = true
+                rootName = local
+            }
+            depth += 1
+            if depth > maxDepth {
+                fail(parser, "the package document '\(path)' nests deeper than \(maxDepth) elements")
+                return
+            }
+            switch local {
+            case "item":
+                if let id = attributeDict["id"], let href = attributeDict["href"] { manifest[id] = href }
+            case "spine":
+                sawSpine = true
+            case "itemref":
+                guard let idref = attributeDict["idref"], !idref.isEmpty else {
+                    fail(parser, "an itemref in the spine of '\(path)' has no idref")
+                    return
+                }
+                itemrefs.append(idref)
+            default:
+                break
+            }
+        }
+
+        func parser(_ parser: XMLParser, didEndElement elementName: String, namespaceURI: String?, qualifiedName qName: String?) {
+            depth -= 1
+        }
+
+        private func fail(_ parser: XMLParser, _ reason: String) {
+            if failure == nil { failure = ValidationFailure(reason) }
+            parser.abortParsing()
+            // Keep the depth non-zero so the caller never mistakes an aborted parse for a whole one.
+            depth += 1
+        }
+    }
+}

@@ -1,0 +1,54 @@
+import ArgumentParser
+import BookCache
+import Foundation
+
+struct ValidateCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "validate",
+        abstract: "Check local files as the cache checks a download, without caching them.",
+        discussion: """
+            Prints one line per file: 'ok', 'ok, with warnings' and the warnings (rules no reader \
+            needs, such as EPUB mimetype packaging), or 'refused' and why. With --strict, a \
+            warning refuses the file. Exits 1 if any file is refused. Reads no cache.
+            """
+    )
+
+    @Argument(help: ArgumentHelp("EPUB or PDF files.", valueName: "file"))
+    var files: [String]
+
+    @Flag(help: "Refuse files with warnings too.")
+    var strict = false
+
+    @Flag(help: "Print one JSON object per file: path, format, verdict (ok, warned, refused), warnings, reason.")
+    var json = false
+
+    func run() throws {
+        let validator = BookValidator(strict: strict)
+        var refused = 0
+        for file in files {
+            let path = URL(fileURLWithPath: file).path
+            var object: [String: Any] = ["path": file]
+            do throws(ValidationFailure) {
+                let report = try validator.check(path: path)
+                object["format"] = report.format.rawValue
+                object["verdict"] = report.warnings.isEmpty ? "ok" : "warned"
+                object["warnings"] = report.warnings
+                if !json {
+                    Terminal.write("\(file): ok\(report.warnings.isEmpty ? "" : ", with warnings") (\(report.format.rawValue))")
+                    for warning in report.warnings { Terminal.write("  warning: \(warning)") }
+                }
+            } catch {
+                refused += 1
+                object["verdict"] = "refused"
+                object["reason"] = error.reason
+                object["warnings"] = [String]()
+                if !json { Terminal.write("\(file): refused: \(error.reason)") }
+            }
+            if json {
+                let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
+                Terminal.write(String(decoding: data, as: UTF8.self))
+            }
+        }
+        if refused > 0 { throw ExitCode.failure }
+    }
+}

@@ -1,0 +1,72 @@
+import BookCacheTestSupport
+import Foundation
+import Testing
+
+/// Verdicts that match readers, run as a user would: a book that breaks only packaging rules
+/// is cached with a warning said once, kept in the record and in `list --json` and
+/// `verify --json`; `--strict` and `config set strict true` refuse it.
+@Suite("bookcache warns about packaging quirks and refuses them when strict")
+struct ValidationCLITests {
+    func bookcache(_ arguments: [String], _ cache: String) async throws -> ProcessResult {
+        try await ProcessRunner.run("bookcache", arguments + ["--cache-dir", cache], environment: ["BOOKCACHE_RESERVE": "0"])
+    }
+
+    func json(_ text: String) throws -> Any {
+        try JSONSerialization.jsonObject(with: Data(text.utf8))
+    }
+
+    @Test("a Finder-style EPUB (container.xml first) is cached with a warning, said once, kept in the record")
+    func cachedWithWarning() async throws {
+        let quirk = try Fixtures.data("quirks/mimetype-not-first.epub")
+        try await withServerAndDirectory(files: ["finder.epub": quirk]) { server, dir in
+            let cache = dir.path("cache").path
+            let url = "\(server.baseURL)/finder.epub"
+            let first = try await bookcache(["download", url, "--id", "finder"], cache)
+            #expect(first.status == 0, "\(first.stderr)")
+            #expect(first.stdout.contains("cached ebook-finder"))
+            #expect(first.stderr.contains("warning: ebook-finder: the first entry is 'META-INF/container.xml', not 'mimetype'"))
+
+            let again = try await bookcache(["download", url, "--id", "finder"], cache)
+            #expect(again.status == 0)
+            #expect(!again.stderr.contains("warning"), "said once, when it was cached: \(again.stderr)")
+
+            let list = try #require(try json(try await bookcache(["list", "--json"], cache).stdout) as? [[String: Any]])
+            let warnings = try #require(list.first?["warnings"] as? [String])
+            #expect(warnings.count == 1)
+            #expect(warnings.first?.contains("not 'mimetype'") == true)
+
+            let verify = try await bookcache(["verify", "--json"], cache)
+            #expect(verify.status == 0, "a book cached with a warning is not corrupt: \(verify.stdout)")
+            let report = try #require(try json(verify.stdout) as? [String: Any])
+            #expect(report["ok"] as? Bool == true)
+            #expect((report["warnings"] as? [String: [String]])?["ebook-finder"]?.count == 1)
+        }
+    }
+
+    @Test("--strict refuses the same book, and so does config set strict true; a conformant book still passes")
+    func strictRefuses() async throws {
+        let quirk = try Fixtures.data("quirks/mimetype-newline.epub")
+        let alice = try Fixtures.data("alice.epub")
+        try await withServerAndDirectory(files: ["echo.epub": quirk, "alice.epub": alice]) { server, dir in
+            let cache = dir.path("cache").path
+            let refused = try await bookcache(["download", "\(server.baseURL)/echo.epub", "--id", "echo", "--strict"], cache)
+            #expect(refused.status != 0)
+            #expect(refused.stderr.contains("with white space around it"), "\(refused.stderr)")
+            #expect(refused.stderr.contains("strict"))
+            #expect(try await bookcache(["path", "ebook-echo"], cache).status != 0, "nothing was cached")
+
+            #expect(try await bookcache(["config", "set", "strict", "true"], cache).status == 0)
+            #expect(try await bookcache(["config", "get", "strict"], cache).stdout.contains("true"))
+            let bySetting = try await bookcache(["download", "\(server.baseURL)/echo.epub", "--id", "echo"], cache)
+            #expect(bySetting.status != 0)
+            #expect(bySetting.stderr.contains("strict"))
+            let conformant = try await bookcache(["download", "\(server.baseURL)/alice.epub", "--id", "alice"], cache)
+            #expect(conformant.status == 0, "\(conformant.stderr)")
+
+            #expect(try await bookcache(["config", "set", "strict", "maybe"], cache).status == 64)
+            #expect(try await bookcache(["config", "unset", "strict"], cache).status == 0)
+            let lenient = try await bookcache(["download", "\(server.baseURL)/echo.epub", "--id", "echo"], cache)
+            #expect(lenient.status == 0, "\(lenient.stderr)")
+        }
+    }
+}
