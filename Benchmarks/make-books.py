@@ -55,7 +55,7 @@ def write_text_book(path, size):
     # apart compress no better than fresh text.
     pool = prose(rng, 4 << 20)
     with zipfile.ZipFile(path, "w") as z:
-        write_container(z)
+        write_container(z, opf=False)
         chapter = 0
         while os.path.getsize(path) < size:
             start = rng.randrange(0, len(pool) // 2)
@@ -64,12 +64,30 @@ def write_text_book(path, size):
             z.writestr(info, body, zipfile.ZIP_DEFLATED, 6)
             z.fp.flush()
             chapter += 1
+        # The package document last, listing every chapter in its spine, as a reader needs.
+        items = "".join(f'<item id="c{n}" href="chapter{n}.xhtml" media-type="application/xhtml+xml"/>' for n in range(chapter))
+        spine = "".join(f'<itemref idref="c{n}"/>' for n in range(chapter))
+        opf = OPF.replace(b'<item id="c" href="c.bin" media-type="application/octet-stream"/>', items.encode())
+        opf = opf.replace(b'<itemref idref="c"/>', spine.encode())
+        z.writestr(zipfile.ZipInfo("OEBPS/content.opf", (2024, 1, 1, 0, 0, 0)), opf, zipfile.ZIP_DEFLATED)
 
 
-def write_container(z):
+def is_current_text_book(path, size):
+    """Whether a text book made earlier is big enough and lists its chapters in its spine."""
+    if not os.path.exists(path) or os.path.getsize(path) < size:
+        return False
+    try:
+        with zipfile.ZipFile(path) as z:
+            return b"chapter0.xhtml" in z.read("OEBPS/content.opf")
+    except (zipfile.BadZipFile, KeyError):
+        return False
+
+
+def write_container(z, opf=True):
     z.writestr(zipfile.ZipInfo("mimetype", (2024, 1, 1, 0, 0, 0)), b"application/epub+zip", zipfile.ZIP_STORED)
     z.writestr(zipfile.ZipInfo("META-INF/container.xml", (2024, 1, 1, 0, 0, 0)), CONTAINER, zipfile.ZIP_DEFLATED)
-    z.writestr(zipfile.ZipInfo("OEBPS/content.opf", (2024, 1, 1, 0, 0, 0)), OPF, zipfile.ZIP_DEFLATED)
+    if opf:
+        z.writestr(zipfile.ZipInfo("OEBPS/content.opf", (2024, 1, 1, 0, 0, 0)), OPF, zipfile.ZIP_DEFLATED)
 
 
 def main():
@@ -81,7 +99,7 @@ def main():
     for i in range(count):
         path = os.path.join(directory, f"{prefix}{i}.epub")
         if kind == "text":
-            if not os.path.exists(path) or os.path.getsize(path) < size:
+            if not is_current_text_book(path, size):
                 write_text_book(path, size)
             continue
         if os.path.exists(path) and abs(os.path.getsize(path) - size) < 4096:

@@ -228,9 +228,14 @@ extension BookCacheError: LocalizedError {
 }
 
 extension String {
-    /// The string with control and non-ASCII characters escaped, safe to print in one line.
+    /// The string with control and format characters escaped, safe to print in one line.
     var debugEscaped: String {
         let limited = count > 200 ? String(prefix(200)) + "…" : self
-        return limited.unicodeScalars.map { $0.isASCII && $0.value >= 0x20 && $0.value != 0x7F ? String($0) : $0.escaped(asASCII: true) }.joined()
+        // Control and format characters (such as a right-to-left override) are escaped; letters
+        // in any script are shown as they are.
+        return limited.unicodeScalars.map { scalar in
+            let hidden = scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) || scalar.properties.generalCategory == .format
+            return hidden ? scalar.escaped(asASCII: true) : String(scalar)
+        }.joined()
     }
 }

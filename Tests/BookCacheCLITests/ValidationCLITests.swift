@@ -70,3 +70,33 @@ struct ValidationCLITests {
         }
     }
 }
+
+@Suite("bookcache validate checks local files")
+struct ValidateCommandTests {
+    @Test("ok, ok with warnings, refused: exit 1 when any is refused; --strict and --json")
+    func validate() async throws {
+        let books = Fixtures.books
+        let ok = books.appendingPathComponent("alice.epub").path
+        let quirk = books.appendingPathComponent("quirks/mimetype-compressed.epub").path
+        let bad = books.appendingPathComponent("corrupt/crc-flip.epub").path
+        let good = try await ProcessRunner.run("bookcache", ["validate", ok, quirk])
+        #expect(good.status == 0, "\(good.stderr)")
+        #expect(good.stdout.contains("\(ok): ok (epub)"))
+        #expect(good.stdout.contains("\(quirk): ok, with warnings (epub)"))
+        #expect(good.stdout.contains("warning: the mimetype entry is compressed"))
+
+        let mixed = try await ProcessRunner.run("bookcache", ["validate", ok, bad])
+        #expect(mixed.status == 1)
+        #expect(mixed.stdout.contains("\(bad): refused: "))
+
+        let strict = try await ProcessRunner.run("bookcache", ["validate", "--strict", quirk])
+        #expect(strict.status == 1)
+
+        let json = try await ProcessRunner.run("bookcache", ["validate", "--json", quirk, bad])
+        let lines = json.stdout.split(separator: "\n").map { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        #expect(lines.count == 2)
+        #expect(lines.first??["verdict"] as? String == "warned")
+        #expect(lines.last??["verdict"] as? String == "refused")
+        #expect((lines.last??["reason"] as? String)?.contains("CRC") == true)
+    }
+}

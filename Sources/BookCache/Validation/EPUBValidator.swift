@@ -24,7 +24,8 @@ import Foundation
 /// Warned (``ValidationReport/warnings``, refused only when strict): the OCF packaging rules for
 /// `mimetype` — the first entry, stored, no extra field, exactly `application/epub+zip`. They
 /// exist for file-type sniffing; no reader needs them, and `zip` without `-X`, Finder and
-/// `echo` break them every day.
+/// `echo` break them every day. Also entry names not stored as UTF-8: they are read as the ZIP
+/// standard says (CP437), as readers read them.
 /// - Decompression is bounded by ``ValidationLimits``: a small file declaring gigabytes, or an
 ///   entry compressed beyond the allowed ratio, is refused before it is inflated.
 /// - A large stored entry (a magazine's images) whose CRC-32 the block CRC-32s computed during
@@ -38,7 +39,8 @@ struct EPUBValidator {
     /// - Parameters:
     ///   - path: The file.
     ///   - blockCRC32: CRC-32s of the file's blocks computed while it downloaded, if any.
-    /// - Returns: The packaging rules the book breaks, as warnings.
+    /// - Returns: The packaging rules the book breaks, as warnings: the `mimetype` rules, and
+    ///   names not stored as UTF-8.
     func validate(path: String, blockCRC32: BlockCRC32? = nil) throws(ValidationFailure) -> [String] {
         var openError: Int32 = 0
         guard let archive = zip_open(path, ZIP_CHECKCONS | ZIP_RDONLY, &openError) else {
@@ -79,10 +81,16 @@ struct EPUBValidator {
             }
         }
 
-        let warnings = try mimetypeWarnings(archive, entries: entries)
+        var warnings = try mimetypeWarnings(archive, entries: entries)
+        if let legacy = entries.first(where: { Array($0.name.utf8) != $0.rawName }) {
+            warnings.append(
+                "the entry name '\(legacy.name.debugEscaped)' is not stored as UTF-8 (read as the ZIP standard's CP437); EPUB packaging asks for UTF-8 names")
+        }
         let confirmed = blockCRC32.map { storedEntriesConfirmed(by: $0, path: path, entries: entries) } ?? []
+        // Entries are looked up by name as the ZIP standard reads it (UTF-8 when flagged or valid,
+        // else CP437, as libzip converts it), compared byte for byte: no Unicode normalisation.
         var indexByName: [[UInt8]: UInt64] = [:]
-        for (position, entry) in entries.enumerated() { indexByName[entry.rawName] = UInt64(position) }
+        for (position, entry) in entries.enumerated() { indexByName[Array(entry.name.utf8)] = UInt64(position) }
         guard let containerIndex = indexByName[Array(Self.containerPath.utf8)] else {
             throw ValidationFailure("\(Self.containerPath) is missing")
         }

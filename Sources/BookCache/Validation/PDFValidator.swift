@@ -149,7 +149,7 @@ private enum QPDFReading {
             self = .failed("the PDF has no pages")
             return
         }
-        let warnings = Self.warnings(qpdf)
+        var warnings = Self.warnings(qpdf)
         // Each page's content streams are decoded (not its images or fonts): a page a reader
         // would draw blank or half, such as a CRLF-converted deflate stream, is damage.
         for index in 0..<Int(pages) {
@@ -160,15 +160,15 @@ private enum QPDFReading {
             free(buffer)
             qpdf_oh_release(qpdf, page)
             let decoding = Self.warnings(qpdf)
-            if status & QPDF_ERRORS != 0 {
+            // A stream whose length was wrong is found again by its endstream, as readers find
+            // it (a warning); a stream that cannot be decoded is damage.
+            let undecodable = decoding.first { $0.contains("error decoding stream data") }
+            if status & QPDF_ERRORS != 0 || undecodable != nil {
                 let detail = qpdf_get_error(qpdf).map { Self.text(qpdf, $0) } ?? "cannot be decoded"
-                self = .failed("the content of page \(index + 1) is damaged: \(decoding.first ?? detail)")
+                self = .failed("the content of page \(index + 1) is damaged: \(undecodable ?? detail)")
                 return
             }
-            if let first = decoding.first {
-                self = .failed("the content of page \(index + 1) is damaged: \(first)")
-                return
-            }
+            warnings += decoding
         }
         self = .read(pages: Int(pages), warnings: warnings)
     }
