@@ -36,6 +36,7 @@ import sys
 import tempfile
 import threading
 import time
+import unicodedata
 import zipfile
 import xml.etree.ElementTree as ET
 from concurrent.futures import ThreadPoolExecutor
@@ -272,9 +273,12 @@ def epub_truth(path):
         spine = [e.get("idref") for e in opf.iter() if e.tag.endswith("itemref")]
         if not spine:
             return "damaged", "empty spine"
+        # EPUB asks names to be unique after Unicode canonical normalisation (NFC), so a reader
+        # following it finds an item spelled in another normalisation.
+        by_nfc = {unicodedata.normalize("NFC", n): n for n in names}
         for idref in spine:
-            href = unquote(manifest[idref].split("#")[0])
-            z.read(normpath(join(dirname(rootfile), href)))
+            href = normpath(join(dirname(rootfile), unquote(manifest[idref].split("#")[0])))
+            z.read(href if href in names else by_nfc[unicodedata.normalize("NFC", href)])
     except Exception as error:  # any failure on a reader's path is a book a reader cannot open
         return "damaged", f"reader path: {type(error).__name__}: {error}"[:200]
     try:

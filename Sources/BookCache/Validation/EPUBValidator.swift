@@ -115,8 +115,20 @@ struct EPUBValidator {
         }
         let packageXML = try readThrough(archive, packageIndex, name: packageEntry.name, keep: true)
         let spine = try PackageDocumentParser(path: packagePath, maxDepth: limits.maxContainerXMLDepth).spine(in: packageXML)
+        var normalized: [[UInt8]: String]?
         for item in spine where indexByName[Array(item.utf8)] == nil {
-            throw ValidationFailure("the spine of '\(packagePath)' names '\(item)', which is not in the archive")
+            // EPUB asks names to be unique after Unicode canonical normalisation, so a reader
+            // may find an item spelled in another normalisation; say so, as one that compares
+            // bytes will not.
+            if normalized == nil {
+                normalized = Dictionary(
+                    entries.map { (Array($0.name.precomposedStringWithCanonicalMapping.utf8), $0.name) }, uniquingKeysWith: { first, _ in first })
+            }
+            guard let stored = normalized?[Array(item.precomposedStringWithCanonicalMapping.utf8)] else {
+                throw ValidationFailure("the spine of '\(packagePath)' names '\(item)', which is not in the archive")
+            }
+            warnings.append(
+                "the spine names '\(item.debugEscaped)', stored as '\(stored.debugEscaped)' in another Unicode normalisation; readers that compare names byte for byte will not find it")
         }
 
         var work: [(index: UInt64, entry: Entry)] = []
