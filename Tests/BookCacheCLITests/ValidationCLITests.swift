@@ -43,6 +43,24 @@ struct ValidationCLITests {
         }
     }
 
+    @Test("sync says a quirk once, and --json carries it")
+    func syncWarns() async throws {
+        let quirk = try Fixtures.data("quirks/mimetype-extra-field.epub")
+        try await withServerAndDirectory(files: ["zip.epub": quirk]) { server, dir in
+            let cache = dir.path("cache").path
+            let feed = dir.path("feed.jsonl")
+            try Data(#"{"url": "\#(server.baseURL)/zip.epub", "id": "zipped"}"#.utf8).write(to: feed)
+            let first = try await bookcache(["sync", feed.path, "--keep", "1", "--json"], cache)
+            #expect(first.status == 0, "\(first.stderr)")
+            let report = try #require(try json(first.stdout) as? [String: Any])
+            let items = try #require(report["items"] as? [[String: Any]])
+            #expect((items.first?["warnings"] as? [String])?.first?.contains("extra field") == true, "\(first.stdout)")
+            let again = try await bookcache(["sync", feed.path, "--keep", "1", "--force"], cache)
+            #expect(again.status == 0)
+            #expect(!again.stderr.contains("warning"), "already cached: not said again")
+        }
+    }
+
     @Test("--strict refuses the same book, and so does config set strict true; a conformant book still passes")
     func strictRefuses() async throws {
         let quirk = try Fixtures.data("quirks/mimetype-newline.epub")

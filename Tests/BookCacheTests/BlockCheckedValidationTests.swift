@@ -32,7 +32,7 @@ struct BlockCheckedValidationTests {
         let validator = EPUBValidator(limits: ValidationLimits())
 
         #expect(validator.entriesConfirmed(path: path, by: blocks(of: book)) == [3])
-        try validator.validate(path: path, blockCRC32: blocks(of: book))
+        #expect(try validator.validate(path: path, blockCRC32: blocks(of: book)) == [], "a conformant book has no warnings")
         #expect(try BookValidator().validate(path: path, blockCRC32: blocks(of: book)) == .epub)
     }
 
@@ -60,7 +60,7 @@ struct BlockCheckedValidationTests {
         let validator = EPUBValidator(limits: ValidationLimits())
         #expect(validator.entriesConfirmed(path: path, by: blocks(of: other)).isEmpty)
         #expect(validator.entriesConfirmed(path: path, by: blocks(of: Array(book.dropLast()))).isEmpty)
-        try validator.validate(path: path, blockCRC32: blocks(of: other))
+        #expect(try validator.validate(path: path, blockCRC32: blocks(of: other)) == [], "a conformant book has no warnings")
     }
 
     @Test("a large book is read on several cores, and the damage reported is the first in archive order")
@@ -70,7 +70,7 @@ struct BlockCheckedValidationTests {
         let files = (0..<6).map { (name: "OEBPS/part\($0).bin", bytes: StoredZIP.noise(count: 2 << 20, seed: UInt64($0 + 1))) }
         let validator = EPUBValidator(limits: ValidationLimits())
         let good = StoredZIP.epub(files: files)
-        try validator.validate(path: try write(good, in: directory))
+        #expect(try validator.validate(path: try write(good, in: directory)) == [], "a conformant book has no warnings")
 
         // Given parts 2 and 5 damaged after their CRCs were written (the test machine may have one core or several)
         var bytes = good

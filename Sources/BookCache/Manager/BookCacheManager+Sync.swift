@@ -79,7 +79,8 @@ extension BookCacheManager {
                         return (
                             position,
                             SyncReport.Item(
-                                id: id.description, status: result.wasAlreadyCached ? "already-cached" : "cached", evicted: result.evicted)
+                                id: id.description, status: result.wasAlreadyCached ? "already-cached" : "cached", evicted: result.evicted,
+                                warnings: result.wasAlreadyCached ? [] : result.metadata.warnings)
                         )
                     } catch {
                         return (position, SyncReport.Item(id: id.description, status: "failed", error: error.message, evicted: error.evicted))

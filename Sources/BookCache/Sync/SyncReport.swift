@@ -12,6 +12,9 @@ public struct SyncReport: Sendable {
         public var error: String?
         /// Books evicted to make room for this one.
         public var evicted: [EvictedBook] = []
+        /// What validation warned about, for a book cached by this sync (see
+        /// ``ValidationReport/warnings``); empty otherwise.
+        public var warnings: [String] = []
     }
 
     /// An entry that offered no free EPUB or PDF.

@@ -14,16 +14,7 @@ struct ContainerXMLParser {
 
     func rootfiles(in data: [UInt8]) throws(ValidationFailure) -> [String] {
         let delegate = Delegate(maxDepth: maxDepth)
-        let parser = XMLParser(data: Data(data))
-        parser.shouldProcessNamespaces = true
-        parser.shouldResolveExternalEntities = false
-        parser.delegate = delegate
-        let ok = parser.parse()
-        if let failure = delegate.failure { throw failure }
-        if !ok || parser.parserError != nil {
-            let detail = parser.parserError.map { " (\($0.localizedDescription))" } ?? ""
-            throw ValidationFailure("META-INF/container.xml is not well-formed XML\(detail)")
-        }
+        try parseXML(data, with: delegate, named: "META-INF/container.xml")
         guard delegate.sawRoot, delegate.stack.isEmpty else {
             throw ValidationFailure("META-INF/container.xml is not well-formed XML (unbalanced elements)")
         }
@@ -33,7 +24,7 @@ struct ContainerXMLParser {
         return delegate.rootfiles
     }
 
-    private final class Delegate: NSObject, XMLParserDelegate {
+    private final class Delegate: NSObject, ValidatingXMLDelegate {
         let maxDepth: Int
         var stack: [String] = []
         var rootfiles: [String] = []
@@ -86,5 +77,26 @@ struct ContainerXMLParser {
             // Keep the stack non-empty so the caller never mistakes an aborted parse for a whole one.
             stack.append("!")
         }
+    }
+}
+
+/// A parser delegate that may stop the parse with a reason of its own.
+protocol ValidatingXMLDelegate: XMLParserDelegate {
+    var failure: ValidationFailure? { get }
+}
+
+/// Parses `data` without resolving external entities, with namespaces, and throws the
+/// delegate's failure or the parser's error (both checked: on Linux `parse()` returns `true` for
+/// some malformed documents).
+func parseXML(_ data: [UInt8], with delegate: some ValidatingXMLDelegate, named name: String) throws(ValidationFailure) {
+    let parser = XMLParser(data: Data(data))
+    parser.shouldProcessNamespaces = true
+    parser.shouldResolveExternalEntities = false
+    parser.delegate = delegate
+    let ok = parser.parse()
+    if let failure = delegate.failure { throw failure }
+    if !ok || parser.parserError != nil {
+        let detail = parser.parserError.map { " (\($0.localizedDescription))" } ?? ""
+        throw ValidationFailure("\(name) is not well-formed XML\(detail)")
     }
 }

@@ -19,16 +19,7 @@ struct PackageDocumentParser {
 
     func spine(in data: [UInt8]) throws(ValidationFailure) -> [String] {
         let delegate = Delegate(path: path, maxDepth: maxDepth)
-        let parser = XMLParser(data: Data(data))
-        parser.shouldProcessNamespaces = true
-        parser.shouldResolveExternalEntities = false
-        parser.delegate = delegate
-        let ok = parser.parse()
-        if let failure = delegate.failure { throw failure }
-        if !ok || parser.parserError != nil {
-            let detail = parser.parserError.map { " (\($0.localizedDescription))" } ?? ""
-            throw ValidationFailure("the package document '\(path)' is not well-formed XML\(detail)")
-        }
+        try parseXML(data, with: delegate, named: "the package document '\(path)'")
         guard delegate.sawRoot, delegate.depth == 0 else {
             throw ValidationFailure("the package document '\(path)' is not well-formed XML (unbalanced elements)")
         }
@@ -69,7 +60,7 @@ struct PackageDocumentParser {
         return parts.joined(separator: "/")
     }
 
-    private final class Delegate: NSObject, XMLParserDelegate {
+    private final class Delegate: NSObject, ValidatingXMLDelegate {
         let path: String
         let maxDepth: Int
         var depth = 0

@@ -130,7 +130,7 @@ struct SyncCommand: AsyncParsableCommand {
                 "items": report.items.map {
                     [
                         "id": $0.id ?? NSNull(), "status": $0.status, "error": $0.error ?? NSNull(),
-                        "evicted": $0.evicted.map(\.metadata.id),
+                        "evicted": $0.evicted.map(\.metadata.id), "warnings": $0.warnings,
                     ] as [String: Any]
                 },
             ]
@@ -140,7 +140,9 @@ struct SyncCommand: AsyncParsableCommand {
                 for book in item.evicted { Terminal.writeError(book.line) }
                 switch item.status {
                 case "failed": Terminal.writeError("error: \(item.error ?? "failed")")
-                case "cached": Terminal.write("cached \(item.id ?? "?")")
+                case "cached":
+                    Terminal.write("cached \(item.id ?? "?")")
+                    for warning in item.warnings { Terminal.writeError("warning: \(item.id ?? "?"): \(warning)") }
                 default: break
                 }
             }
