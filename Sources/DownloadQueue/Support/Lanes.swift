@@ -20,7 +20,7 @@ package enum Lanes {
         }
         let done = DispatchGroup()
         for lane in 1..<count {
-            BlockingWork.queue.async(group: done) { body(lane) }
+            BlockingWork.queue().async(group: done) { body(lane) }
         }
         body(0)
         done.wait()
