@@ -16,10 +16,7 @@ command -v mutool >/dev/null || need+=(mupdf-tools)
 command -v zip >/dev/null || need+=(zip)
 command -v unzip >/dev/null || need+=(unzip)
 /usr/bin/python3 -c "import ebooklib" 2>/dev/null || need+=(python3-ebooklib)
-if [ ${#need[@]} -gt 0 ]; then
-  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-  $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
-fi
+scripts/apt-install.sh ${need[@]+"${need[@]}"}
 scripts/setup.sh
 swift build -c release --product bookcache >&2
 bin="$(swift build -c release --show-bin-path)/bookcache"

@@ -16,10 +16,7 @@ command -v aria2c >/dev/null || need+=(aria2)
 command -v curl >/dev/null || need+=(curl)
 command -v python3 >/dev/null || need+=(python3)
 command -v /usr/bin/time >/dev/null || need+=(time)
-if [ ${#need[@]} -gt 0 ]; then
-  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-  $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
-fi
+scripts/apt-install.sh ${need[@]+"${need[@]}"}
 scripts/setup.sh
 swift build -c release --product bookcache >&2
 bin="$(swift build -c release --show-bin-path)/bookcache"
