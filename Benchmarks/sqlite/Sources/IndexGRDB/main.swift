@@ -82,17 +82,28 @@ case "stats":
         for row in try Row.fetchAll(db, sql: stats) { print(values(row).map { "\($0 ?? "null")" }.joined(separator: " ")) }
     }
 case "list":
+    // Typed columns from GRDB's rows into the output buffer, as the C variant does.
     try queue.read { db in
-        var out: [UInt8] = []
+        var out = JSONBytes()
         let cursor = try Row.fetchCursor(db, sql: "SELECT \(columns) FROM book ORDER BY id")
         while let row = try cursor.next() {
-            jsonLine(values(row), names: columnNames, into: &out)
-            if out.count > 1 << 20 {
-                FileHandle.standardOutput.write(Data(out))
-                out.removeAll(keepingCapacity: true)
+            out.raw("{")
+            for column in 0..<row.count {
+                out.key(columnNames[column], first: column == 0)
+                switch (row[column] as DatabaseValue).storage {
+                case .null, .blob: out.raw("null")
+                case .int64(let value): out.integer(value)
+                case .double(let value): out.raw(String(value))
+                case .string(let text): text.withCString { out.text(UnsafeRawPointer($0).assumingMemoryBound(to: UInt8.self)) }
+                }
+            }
+            out.raw("}\n")
+            if out.bytes.count > 1 << 20 {
+                FileHandle.standardOutput.write(Data(out.bytes))
+                out.bytes.removeAll(keepingCapacity: true)
             }
         }
-        FileHandle.standardOutput.write(Data(out))
+        FileHandle.standardOutput.write(Data(out.bytes))
     }
 default:
     usage()

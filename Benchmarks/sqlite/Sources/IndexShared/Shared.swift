@@ -90,3 +90,61 @@ public func usage() -> Never {
     FileHandle.standardError.write(Data("usage: create N DB | get DB ID | touch DB ID | insert DB ID | plan DB BYTES | stats DB | list DB\n".utf8))
     exit(64)
 }
+
+/// Appends JSON text to a byte buffer without boxing values: what a `list --json` over SQLite rows
+/// would do, column by column.
+public struct JSONBytes {
+    public var bytes: [UInt8] = []
+    public init() { bytes.reserveCapacity(1 << 20) }
+
+    public mutating func key(_ name: String, first: Bool) {
+        if !first { bytes.append(UInt8(ascii: ",")) }
+        bytes.append(UInt8(ascii: "\""))
+        bytes += name.utf8
+        bytes += "\":".utf8
+    }
+
+    /// A UTF-8 C string from SQLite, escaped.
+    public mutating func text(_ pointer: UnsafePointer<UInt8>?) {
+        guard var p = pointer else {
+            bytes += "null".utf8
+            return
+        }
+        bytes.append(UInt8(ascii: "\""))
+        while p.pointee != 0 {
+            let byte = p.pointee
+            if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { bytes.append(UInt8(ascii: "\\")) }
+            if byte < 0x20 {
+                bytes += "\\u00".utf8
+                bytes.append(hexDigit(byte >> 4))
+                bytes.append(hexDigit(byte & 0xF))
+            } else {
+                bytes.append(byte)
+            }
+            p += 1
+        }
+        bytes.append(UInt8(ascii: "\""))
+    }
+
+    public mutating func integer(_ value: Int64) {
+        var value = value
+        if value == 0 {
+            bytes.append(UInt8(ascii: "0"))
+            return
+        }
+        if value < 0 {
+            bytes.append(UInt8(ascii: "-"))
+            value = -value
+        }
+        var digits: [UInt8] = []
+        while value > 0 {
+            digits.append(UInt8(ascii: "0") + UInt8(value % 10))
+            value /= 10
+        }
+        bytes += digits.reversed()
+    }
+
+    public mutating func raw(_ text: String) { bytes += text.utf8 }
+
+    private func hexDigit(_ value: UInt8) -> UInt8 { value < 10 ? UInt8(ascii: "0") + value : UInt8(ascii: "a") + value - 10 }
+}
