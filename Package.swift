@@ -46,12 +46,19 @@ let package = Package(
             pkgConfig: "libqpdf",
             providers: [.apt(["libqpdf-dev"]), .brew(["qpdf"])]
         ),
+        // SQLite, from Debian's libsqlite3-dev, for the index (see Benchmarks/sqlite.sh for why the C API).
+        .systemLibrary(
+            name: "CSQLite",
+            pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"]), .brew(["sqlite"])]
+        ),
         .target(
             name: "BookCache",
             dependencies: [
                 "DownloadQueue",
                 "CLibzip",
                 "CQPDF",
+                "CSQLite",
                 "CBookCacheShims",
                 .product(name: "Logging", package: "swift-log"),
             ]

@@ -1,0 +1,198 @@
+import CSQLite
+import Foundation
+
+/// A failed SQLite call: the operation, SQLite's result code and message.
+struct SQLiteError: Error, CustomStringConvertible {
+    /// SQLite's primary result code, such as `SQLITE_BUSY` or `SQLITE_CORRUPT`.
+    let code: Int32
+    let operation: String
+    let message: String
+
+    var description: String { "\(operation): \(message) (SQLite \(code))" }
+
+    /// The database file is damaged or is not a database.
+    var isDamage: Bool { code == SQLITE_CORRUPT || code == SQLITE_NOTADB }
+    /// Another process held the lock past the busy timeout.
+    var isBusy: Bool { code == SQLITE_BUSY || code == SQLITE_LOCKED }
+}
+
+/// One connection to an SQLite database, used from one thread at a time (the index store's
+/// blocking work): prepared statements are cached by their SQL text.
+///
+/// Opened in WAL mode with a busy timeout, so several processes read while one writes and a writer
+/// waits for another instead of failing; `synchronous=FULL`, so a commit survives power loss.
+final class SQLiteDatabase {
+    private let handle: OpaquePointer
+    private var statements: [String: SQLiteStatement] = [:]
+
+    /// Opens (creating if needed) the database at `path`.
+    /// - Parameters:
+    ///   - path: The file.
+    ///   - busyTimeout: How long a call waits for another connection's lock.
+    init(path: String, busyTimeout: Duration = .seconds(30)) throws(SQLiteError) {
+        var opened: OpaquePointer?
+        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
+        let result = sqlite3_open_v2(path, &opened, flags, nil)
+        guard result == SQLITE_OK, let opened else {
+            let message = opened.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open"
+            sqlite3_close_v2(opened)
+            throw SQLiteError(code: result, operation: "open \(path)", message: message)
+        }
+        handle = opened
+        let (seconds, attoseconds) = busyTimeout.components
+        sqlite3_busy_timeout(handle, Int32(clamping: seconds * 1000 + attoseconds / 1_000_000_000_000_000))
+        do {
+            try execute("PRAGMA journal_mode=WAL")
+            try execute("PRAGMA synchronous=FULL")
+            try execute("PRAGMA foreign_keys=ON")
+        } catch {
+            statements.removeAll()
+            sqlite3_close_v2(handle)
+            throw error
+        }
+    }
+
+    deinit {
+        statements.removeAll()
+        sqlite3_close_v2(handle)
+    }
+
+    /// Runs SQL that returns no rows (one or more statements).
+    func execute(_ sql: String) throws(SQLiteError) {
+        var error: UnsafeMutablePointer<CChar>?
+        let result = sqlite3_exec(handle, sql, nil, nil, &error)
+        if result != SQLITE_OK {
+            let message = error.map { String(cString: $0) } ?? String(cString: sqlite3_errmsg(handle))
+            sqlite3_free(error)
+            throw SQLiteError(code: result & 0xFF, operation: sql.prefix(60).description, message: message)
+        }
+    }
+
+    /// A prepared statement for `sql`, reset and with its bindings cleared. A caller that stops
+    /// stepping before the end resets it (`defer { statement.reset() }`): a statement left
+    /// mid-result keeps a read transaction open, which blocks checkpoints and makes this
+    /// connection's next write fail at once with `SQLITE_BUSY` instead of waiting.
+    func statement(_ sql: String) throws(SQLiteError) -> SQLiteStatement {
+        if let cached = statements[sql] {
+            cached.reset()
+            return cached
+        }
+        var prepared: OpaquePointer?
+        let result = sqlite3_prepare_v3(handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &prepared, nil)
+        guard result == SQLITE_OK, let prepared else {
+            throw SQLiteError(code: result & 0xFF, operation: "prepare \(sql.prefix(60))", message: String(cString: sqlite3_errmsg(handle)))
+        }
+        let statement = SQLiteStatement(prepared, database: handle)
+        statements[sql] = statement
+        return statement
+    }
+
+    /// Runs `body` in a transaction that takes the write lock at once (`BEGIN IMMEDIATE`), so two
+    /// writers never both read and then fail to upgrade; commits when it returns, rolls back when
+    /// it throws.
+    func writing<T, E: Error>(_ body: () throws(E) -> T) throws(IndexTransactionError<E>) -> T {
+        do {
+            try execute("BEGIN IMMEDIATE")
+        } catch {
+            throw .database(error)
+        }
+        let value: T
+        do {
+            value = try body()
+        } catch {
+            rollBack()
+            throw .body(error)
+        }
+        do {
+            try execute("COMMIT")
+        } catch {
+            rollBack()
+            throw .database(error)
+        }
+        return value
+    }
+
+    private func rollBack() {
+        // A failed ROLLBACK leaves nothing more to undo: SQLite has rolled back already.
+        sqlite3_exec(handle, "ROLLBACK", nil, nil, nil)
+    }
+}
+
+/// Why a transaction failed: SQLite itself, or the work done in it.
+enum IndexTransactionError<E: Error>: Error {
+    case database(SQLiteError)
+    case body(E)
+}
+
+/// A prepared statement: bind values, step through rows, read typed columns.
+final class SQLiteStatement {
+    let handle: OpaquePointer
+    private let database: OpaquePointer
+
+    init(_ handle: OpaquePointer, database: OpaquePointer) {
+        self.handle = handle
+        self.database = database
+    }
+
+    deinit {
+        sqlite3_finalize(handle)
+    }
+
+    func reset() {
+        sqlite3_reset(handle)
+        sqlite3_clear_bindings(handle)
+    }
+
+    /// SQLite copies bound text before the call returns.
+    private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+
+    func bind(_ text: String?, at index: Int32) {
+        if let text {
+            sqlite3_bind_text(handle, index, text, -1, Self.transient)
+        } else {
+            sqlite3_bind_null(handle, index)
+        }
+    }
+
+    func bind(_ value: Int64, at index: Int32) {
+        sqlite3_bind_int64(handle, index, value)
+    }
+
+    func bind(_ value: Double, at index: Int32) {
+        sqlite3_bind_double(handle, index, value)
+    }
+
+    /// Steps once: `true` with a row to read, `false` when done.
+    func step() throws(SQLiteError) -> Bool {
+        switch sqlite3_step(handle) {
+        case SQLITE_ROW: return true
+        case SQLITE_DONE: return false
+        case let result:
+            throw SQLiteError(
+                code: result & 0xFF, operation: "step \(String(cString: sqlite3_sql(handle)).prefix(60))",
+                message: String(cString: sqlite3_errmsg(database)))
+        }
+    }
+
+    /// Runs a statement that returns no rows.
+    func run() throws(SQLiteError) {
+        while try step() {}
+    }
+
+    func text(_ column: Int32) -> String? {
+        guard let bytes = sqlite3_column_text(handle, column) else { return nil }
+        return String(cString: bytes)
+    }
+
+    func int64(_ column: Int32) -> Int64 {
+        sqlite3_column_int64(handle, column)
+    }
+
+    func double(_ column: Int32) -> Double {
+        sqlite3_column_double(handle, column)
+    }
+
+    func isNull(_ column: Int32) -> Bool {
+        sqlite3_column_type(handle, column) == SQLITE_NULL
+    }
+}

@@ -1,0 +1,241 @@
+import Foundation
+
+/// The index in SQLite (`CACHE/index.sqlite`): one row per book, its sync sources in a table of
+/// their own, per-type totals kept by triggers, and a covering index for least-recently-used
+/// order, so a single-book command reads one row and a plan reads only the books it evicts.
+///
+/// Work in progress for issue 15: not yet the store the manager uses.
+final class SQLiteIndex {
+    /// `PRAGMA user_version` of the schema below.
+    static let schemaVersion: Int64 = 1
+
+    static let schema = """
+        CREATE TABLE IF NOT EXISTS book (
+            id TEXT PRIMARY KEY NOT NULL, bookType TEXT NOT NULL, bookId TEXT NOT NULL, title TEXT NOT NULL,
+            coverUrl TEXT, fileUrl TEXT NOT NULL, localPath TEXT NOT NULL, fileSize INTEGER NOT NULL,
+            downloadedAt REAL NOT NULL, lastAccessedAt REAL NOT NULL, checksum TEXT NOT NULL, format TEXT NOT NULL,
+            etag TEXT, lastModified TEXT, pinned INTEGER NOT NULL DEFAULT 0, outdated INTEGER NOT NULL DEFAULT 0,
+            coverPath TEXT, authors TEXT, warnings TEXT
+        ) WITHOUT ROWID;
+        CREATE INDEX IF NOT EXISTS book_type ON book(bookType);
+        CREATE INDEX IF NOT EXISTS book_lru ON book(pinned, lastAccessedAt, id, fileSize);
+        CREATE TABLE IF NOT EXISTS book_source (
+            book TEXT NOT NULL REFERENCES book(id) ON DELETE CASCADE, source TEXT NOT NULL, position INTEGER NOT NULL,
+            PRIMARY KEY (book, source)
+        ) WITHOUT ROWID;
+        CREATE INDEX IF NOT EXISTS source_book ON book_source(source);
+        CREATE TABLE IF NOT EXISTS totals (
+            bookType TEXT PRIMARY KEY NOT NULL, count INTEGER NOT NULL, bytes INTEGER NOT NULL,
+            pinnedCount INTEGER NOT NULL, pinnedBytes INTEGER NOT NULL
+        ) WITHOUT ROWID;
+        CREATE TRIGGER IF NOT EXISTS book_added AFTER INSERT ON book BEGIN
+            INSERT INTO totals VALUES (NEW.bookType, 1, NEW.fileSize, NEW.pinned, NEW.pinned * NEW.fileSize)
+            ON CONFLICT(bookType) DO UPDATE SET count = count + 1, bytes = bytes + NEW.fileSize,
+                pinnedCount = pinnedCount + NEW.pinned, pinnedBytes = pinnedBytes + NEW.pinned * NEW.fileSize;
+        END;
+        CREATE TRIGGER IF NOT EXISTS book_removed AFTER DELETE ON book BEGIN
+            UPDATE totals SET count = count - 1, bytes = bytes - OLD.fileSize, pinnedCount = pinnedCount - OLD.pinned,
+                pinnedBytes = pinnedBytes - OLD.pinned * OLD.fileSize WHERE bookType = OLD.bookType;
+        END;
+        CREATE TRIGGER IF NOT EXISTS book_changed AFTER UPDATE OF bookType, fileSize, pinned ON book BEGIN
+            UPDATE totals SET count = count - 1, bytes = bytes - OLD.fileSize, pinnedCount = pinnedCount - OLD.pinned,
+                pinnedBytes = pinnedBytes - OLD.pinned * OLD.fileSize WHERE bookType = OLD.bookType;
+            INSERT INTO totals VALUES (NEW.bookType, 1, NEW.fileSize, NEW.pinned, NEW.pinned * NEW.fileSize)
+            ON CONFLICT(bookType) DO UPDATE SET count = count + 1, bytes = bytes + NEW.fileSize,
+                pinnedCount = pinnedCount + NEW.pinned, pinnedBytes = pinnedBytes + NEW.pinned * NEW.fileSize;
+        END;
+        """
+
+    static let columns =
+        "id, bookType, bookId, title, coverUrl, fileUrl, localPath, fileSize, downloadedAt, lastAccessedAt, checksum, format, etag, lastModified, pinned, outdated, coverPath, authors, warnings"
+
+    let database: SQLiteDatabase
+
+    /// Opens the index at `path`, creating its tables.
+    /// - Throws: ``SQLiteError``; ``SQLiteError/isDamage`` when the file is not a usable database.
+    init(path: String) throws(SQLiteError) {
+        database = try SQLiteDatabase(path: path)
+        let version = try Self.userVersion(database)
+        guard version <= Self.schemaVersion else {
+            throw SQLiteError(code: 0, operation: "open \(path)", message: "the index is from a newer version of bookcache (schema \(version))")
+        }
+        try database.execute(Self.schema + "\nPRAGMA user_version = \(Self.schemaVersion);")
+    }
+
+    private static func userVersion(_ database: SQLiteDatabase) throws(SQLiteError) -> Int64 {
+        let statement = try database.statement("PRAGMA user_version")
+        defer { statement.reset() }
+        guard try statement.step() else { return 0 }
+        return statement.int64(0)
+    }
+
+    // MARK: - Reading
+
+    /// The record of one book, or `nil`.
+    func record(_ id: String) throws(SQLiteError) -> CachedBookMetadata? {
+        let statement = try database.statement("SELECT \(Self.columns) FROM book WHERE id = ?")
+        defer { statement.reset() }
+        statement.bind(id, at: 1)
+        guard try statement.step() else { return nil }
+        var record = try Self.record(from: statement)
+        record.syncSources = try sources(of: id)
+        return record
+    }
+
+    /// Every record, in id order, one at a time.
+    func forEachRecord(_ body: (CachedBookMetadata) throws(SQLiteError) -> Void) throws(SQLiteError) {
+        let statement = try database.statement("SELECT \(Self.columns) FROM book ORDER BY id")
+        defer { statement.reset() }
+        var sourcesByBook: [String: [String]] = [:]
+        let sourceRows = try database.statement("SELECT book, source FROM book_source ORDER BY book, position")
+        while try sourceRows.step() {
+            sourcesByBook[sourceRows.text(0) ?? "", default: []].append(sourceRows.text(1) ?? "")
+        }
+        while try statement.step() {
+            var record = try Self.record(from: statement)
+            record.syncSources = sourcesByBook[record.id] ?? []
+            try body(record)
+        }
+    }
+
+    /// Books and bytes per type, and the pinned ones, from the totals the triggers keep.
+    func totals() throws(SQLiteError) -> [BookType: (count: Int, bytes: Int64, pinnedCount: Int, pinnedBytes: Int64)] {
+        let statement = try database.statement("SELECT bookType, count, bytes, pinnedCount, pinnedBytes FROM totals")
+        var totals: [BookType: (count: Int, bytes: Int64, pinnedCount: Int, pinnedBytes: Int64)] = [:]
+        while try statement.step() {
+            guard let type = statement.text(0).flatMap(BookType.init(rawValue:)) else { continue }
+            totals[type] = (Int(statement.int64(1)), statement.int64(2), Int(statement.int64(3)), statement.int64(4))
+        }
+        return totals
+    }
+
+    /// Unpinned books, least recently used first, as (id, size), until `body` returns `false`:
+    /// read from the covering index, so a plan costs the books it looks at.
+    func leastRecentlyUsed(_ body: (String, Int64) throws(SQLiteError) -> Bool) throws(SQLiteError) {
+        let statement = try database.statement("SELECT id, fileSize FROM book WHERE pinned = 0 ORDER BY lastAccessedAt, id")
+        // A reader that stops early must not keep its read transaction open.
+        defer { statement.reset() }
+        while try statement.step() {
+            guard try body(statement.text(0) ?? "", statement.int64(1)) else { return }
+        }
+    }
+
+    // MARK: - Writing (inside a transaction)
+
+    /// Inserts or replaces a record and its sync sources.
+    func put(_ record: CachedBookMetadata) throws(SQLiteError) {
+        let upsert = try database.statement(
+            """
+            INSERT INTO book (\(Self.columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            ON CONFLICT(id) DO UPDATE SET bookType = excluded.bookType, bookId = excluded.bookId, title = excluded.title,
+                coverUrl = excluded.coverUrl, fileUrl = excluded.fileUrl, localPath = excluded.localPath,
+                fileSize = excluded.fileSize, downloadedAt = excluded.downloadedAt, lastAccessedAt = excluded.lastAccessedAt,
+                checksum = excluded.checksum, format = excluded.format, etag = excluded.etag,
+                lastModified = excluded.lastModified, pinned = excluded.pinned, outdated = excluded.outdated,
+                coverPath = excluded.coverPath, authors = excluded.authors, warnings = excluded.warnings
+            """)
+        upsert.bind(record.id, at: 1)
+        upsert.bind(record.bookType.rawValue, at: 2)
+        upsert.bind(record.bookId, at: 3)
+        upsert.bind(record.title, at: 4)
+        upsert.bind(record.coverUrl, at: 5)
+        upsert.bind(record.fileUrl, at: 6)
+        upsert.bind(record.localPath, at: 7)
+        upsert.bind(record.fileSize, at: 8)
+        upsert.bind(record.downloadedAt.timeIntervalSince1970, at: 9)
+        upsert.bind(record.lastAccessedAt.timeIntervalSince1970, at: 10)
+        upsert.bind(record.checksum, at: 11)
+        upsert.bind(record.format.rawValue, at: 12)
+        upsert.bind(record.etag, at: 13)
+        upsert.bind(record.lastModified, at: 14)
+        upsert.bind(Int64(record.pinned ? 1 : 0), at: 15)
+        upsert.bind(Int64(record.outdated ? 1 : 0), at: 16)
+        upsert.bind(record.coverPath, at: 17)
+        upsert.bind(Self.encodeList(record.authors), at: 18)
+        upsert.bind(Self.encodeList(record.warnings), at: 19)
+        try upsert.run()
+        let clear = try database.statement("DELETE FROM book_source WHERE book = ?")
+        clear.bind(record.id, at: 1)
+        try clear.run()
+        for (position, source) in record.syncSources.enumerated() {
+            let add = try database.statement("INSERT OR IGNORE INTO book_source (book, source, position) VALUES (?, ?, ?)")
+            add.bind(record.id, at: 1)
+            add.bind(source, at: 2)
+            add.bind(Int64(position), at: 3)
+            try add.run()
+        }
+    }
+
+    /// Removes a record (its sync sources go with it).
+    /// - Returns: Whether there was one.
+    @discardableResult
+    func remove(_ id: String) throws(SQLiteError) -> Bool {
+        let delete = try database.statement("DELETE FROM book WHERE id = ?")
+        delete.bind(id, at: 1)
+        try delete.run()
+        let changes = try database.statement("SELECT changes()")
+        defer { changes.reset() }
+        _ = try changes.step()
+        return changes.int64(0) > 0
+    }
+
+    /// Imports every record of an index of the previous version, in one transaction, then folds
+    /// the write-ahead log into the database so the next process opens it at once.
+    func importAll(_ records: some Sequence<CachedBookMetadata>) throws(SQLiteError) {
+        do {
+            try database.writing { () throws(SQLiteError) in
+                for record in records { try put(record) }
+            }
+        } catch {
+            switch error {
+            case .database(let failure), .body(let failure): throw failure
+            }
+        }
+        try database.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    }
+
+    // MARK: - Rows
+
+    private static func record(from row: SQLiteStatement) throws(SQLiteError) -> CachedBookMetadata {
+        func required(_ column: Int32, _ name: String) throws(SQLiteError) -> String {
+            guard let text = row.text(column) else {
+                throw SQLiteError(code: 0, operation: "read a record", message: "\(name) is missing")
+            }
+            return text
+        }
+        guard let type = BookType(rawValue: try required(1, "bookType")), let format = BookFormat(rawValue: try required(11, "format")),
+            let id = try? BookID(type: type, bookId: try required(2, "bookId"))
+        else {
+            throw SQLiteError(code: 0, operation: "read a record", message: "the record \(row.text(0) ?? "?") has an invalid type, id or format")
+        }
+        var record = CachedBookMetadata(
+            id: id, title: try required(3, "title"), coverUrl: row.text(4), fileUrl: try required(5, "fileUrl"),
+            localPath: try required(6, "localPath"), fileSize: row.int64(7),
+            downloadedAt: Date(timeIntervalSince1970: row.double(8)), lastAccessedAt: Date(timeIntervalSince1970: row.double(9)),
+            checksum: try required(10, "checksum"), format: format, etag: row.text(12), lastModified: row.text(13))
+        record.pinned = row.int64(14) != 0
+        record.outdated = row.int64(15) != 0
+        record.coverPath = row.text(16)
+        record.authors = decodeList(row.text(17))
+        record.warnings = decodeList(row.text(18))
+        return record
+    }
+
+    private static func encodeList(_ list: [String]) -> String? {
+        guard !list.isEmpty, let data = try? JSONEncoder().encode(list) else { return nil }
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    private static func decodeList(_ text: String?) -> [String] {
+        guard let text, let list = try? JSONDecoder().decode([String].self, from: Data(text.utf8)) else { return [] }
+        return list
+    }
+
+    private func sources(of id: String) throws(SQLiteError) -> [String] {
+        let statement = try database.statement("SELECT source FROM book_source WHERE book = ? ORDER BY position")
+        statement.bind(id, at: 1)
+        var sources: [String] = []
+        while try statement.step() { sources.append(statement.text(0) ?? "") }
+        return sources
+    }
+}

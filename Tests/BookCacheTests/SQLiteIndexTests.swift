@@ -1,0 +1,135 @@
+import BookCacheTestSupport
+import Foundation
+import Testing
+
+@testable import BookCache
+
+/// The SQLite index of issue 15 (work in progress: not yet the store the manager uses).
+@Suite("SQLite index")
+struct SQLiteIndexTests {
+    func record(_ n: Int, type: BookType = .ebook, size: Int64 = 1000, accessed: Double = 0) throws -> CachedBookMetadata {
+        var record = CachedBookMetadata(
+            id: try BookID(type: type, bookId: "b\(n)"), title: "Title \(n) — ünïcode", coverUrl: n % 2 == 0 ? "https://x/c\(n).jpg" : nil,
+            fileUrl: "https://x/\(n).epub", localPath: "\(type.folderName)/b\(n).epub", fileSize: size,
+            downloadedAt: Date(timeIntervalSince1970: 1_700_000_000.25), lastAccessedAt: Date(timeIntervalSince1970: 1_700_000_000 + accessed),
+            checksum: String(repeating: "a", count: 64), format: .epub, etag: "\"e\(n)\"", lastModified: nil)
+        record.authors = ["Ann", "Bob"]
+        record.warnings = n % 3 == 0 ? ["the mimetype entry is compressed"] : []
+        record.syncSources = n % 2 == 0 ? ["https://feed/b", "https://feed/a"] : []
+        record.coverPath = n % 2 == 0 ? "ebooks/b\(n).cover.jpg" : nil
+        return record
+    }
+
+    @Test("every field comes back as it was put, sync sources in order; removal takes them with it")
+    func roundTrip() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let index = try SQLiteIndex(path: dir.path("index.sqlite").path)
+        for n in 0..<6 {
+            let original = try record(n)
+            try index.put(original)
+            #expect(try index.record(original.id) == original)
+        }
+        var changed = try record(2)
+        changed.pinned = true
+        changed.syncSources = ["https://feed/c"]
+        try index.put(changed)
+        #expect(try index.record(changed.id) == changed)
+        #expect(try index.remove(changed.id))
+        #expect(try index.record(changed.id) == nil)
+        #expect(try !index.remove(changed.id))
+        var all: [String] = []
+        try index.forEachRecord { all.append($0.id) }
+        #expect(all == ["ebook-b0", "ebook-b1", "ebook-b3", "ebook-b4", "ebook-b5"])
+    }
+
+    @Test("totals per type follow inserts, size changes, pins and removals")
+    func totals() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let index = try SQLiteIndex(path: dir.path("index.sqlite").path)
+        try index.put(try record(1, size: 100))
+        try index.put(try record(2, size: 200))
+        try index.put(try record(3, type: .magazine, size: 50))
+        var bigger = try record(1, size: 150)
+        bigger.pinned = true
+        try index.put(bigger)
+        try index.remove("ebook-b2")
+        let totals = try index.totals()
+        #expect(totals[.ebook]?.count == 1 && totals[.ebook]?.bytes == 150)
+        #expect(totals[.ebook]?.pinnedCount == 1 && totals[.ebook]?.pinnedBytes == 150)
+        #expect(totals[.magazine]?.count == 1 && totals[.magazine]?.bytes == 50)
+    }
+
+    @Test("least recently used first, pinned books never, and the reader stops when it has enough")
+    func leastRecentlyUsed() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let index = try SQLiteIndex(path: dir.path("index.sqlite").path)
+        for (n, accessed) in [(1, 30.0), (2, 10.0), (3, 20.0), (4, 5.0)] { try index.put(try record(n, accessed: accessed)) }
+        var pinned = try record(4, accessed: 5)
+        pinned.pinned = true
+        try index.put(pinned)
+        var seen: [String] = []
+        try index.leastRecentlyUsed { id, _ in
+            seen.append(id)
+            return seen.count < 2
+        }
+        #expect(seen == ["ebook-b2", "ebook-b3"])
+    }
+
+    @Test("an import lands in one transaction and another connection sees all of it")
+    func importAll() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let path = dir.path("index.sqlite").path
+        try SQLiteIndex(path: path).importAll(try (0..<500).map { try record($0) })
+        var count = 0
+        try SQLiteIndex(path: path).forEachRecord { _ in count += 1 }
+        #expect(count == 500)
+        #expect(FileSystem.fileSize(URL(fileURLWithPath: path + "-wal")) ?? 0 == 0, "the log is folded into the database")
+    }
+
+    @Test("two connections writing at once lose nothing: the second waits for the first's lock")
+    func concurrentWriters() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let path = dir.path("index.sqlite").path
+        _ = try SQLiteIndex(path: path)
+        let records = try (0..<400).map { try record($0) }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for half in 0..<2 {
+                let mine = records.enumerated().filter { $0.offset % 2 == half }.map(\.element)
+                group.addTask {
+                    try await BlockingWork.run { () throws(IndexTransactionError<SQLiteError>) in
+                        let index: SQLiteIndex
+                        do throws(SQLiteError) { index = try SQLiteIndex(path: path) } catch { throw .database(error) }
+                        for record in mine {
+                            try index.database.writing { () throws(SQLiteError) in try index.put(record) }
+                        }
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        var count = 0
+        try SQLiteIndex(path: path).forEachRecord { _ in count += 1 }
+        #expect(count == 400)
+    }
+
+    @Test("a file that is not a database is damage; an index from a newer version is refused and left alone")
+    func damageAndNewer() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let garbage = dir.path("garbage.sqlite")
+        try Data(repeating: 0x42, count: 8192).write(to: garbage)
+        let error = #expect(throws: SQLiteError.self) { try SQLiteIndex(path: garbage.path) }
+        #expect(error?.isDamage == true)
+
+        let newer = dir.path("newer.sqlite").path
+        let database = try SQLiteDatabase(path: newer)
+        try database.execute("PRAGMA user_version = 99")
+        let refused = #expect(throws: SQLiteError.self) { try SQLiteIndex(path: newer) }
+        #expect(refused?.message.contains("newer version") == true)
+    }
+}
