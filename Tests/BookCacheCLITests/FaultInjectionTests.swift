@@ -132,19 +132,22 @@ struct FaultInjectionTests {
             let file = try manifest(server, names.prefix(6), in: dir, as: "six.jsonl")
             let first = try await ProcessRunner.run("bookcache", ["download", "--from", file, "--cache-dir", cache])
             #expect(first.status == 0)
-            let index = cache + "/metadata.json"
-            let journal = cache + "/metadata.journal"
+            let index = cache + "/index.sqlite"
             switch damage {
             case "truncate":
                 let data = try Data(contentsOf: URL(fileURLWithPath: index))
                 try data.prefix(data.count / 3).write(to: URL(fileURLWithPath: index))
+                // The log too, so no page of the truncated part comes back from it.
+                try? FileManager.default.removeItem(atPath: index + "-wal")
             case "garbage":
-                try Data("\u{0}\u{1}not an index".utf8).write(to: URL(fileURLWithPath: index))
+                try Data(repeating: 0x5A, count: 8192).write(to: URL(fileURLWithPath: index))
+                // Without its log (which may hold every page, hiding the damage).
+                try? FileManager.default.removeItem(atPath: index + "-wal")
             case "delete":
+                // Only the database: a log left beside it must not be replayed into a new one.
                 try FileManager.default.removeItem(atPath: index)
             default:
-                try FileManager.default.removeItem(atPath: index)
-                try? FileManager.default.removeItem(atPath: journal)
+                for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: index + suffix) }
             }
             let list = try await ProcessRunner.run("bookcache", ["list", "--json", "--cache-dir", cache])
             #expect(list.status == 0, "\(list.stderr)")

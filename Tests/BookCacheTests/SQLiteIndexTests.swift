@@ -1,10 +1,11 @@
 import BookCacheTestSupport
 import Foundation
+import Logging
 import Testing
 
 @testable import BookCache
 
-/// The SQLite index of issue 15 (work in progress: not yet the store the manager uses).
+/// The SQLite index (`index.sqlite`).
 @Suite("SQLite index")
 struct SQLiteIndexTests {
     func record(_ n: Int, type: BookType = .ebook, size: Int64 = 1000, accessed: Double = 0) throws -> CachedBookMetadata {
@@ -131,5 +132,37 @@ struct SQLiteIndexTests {
         try database.execute("PRAGMA user_version = 99")
         let refused = #expect(throws: SQLiteError.self) { try SQLiteIndex(path: newer) }
         #expect(refused?.message.contains("newer version") == true)
+    }
+
+    @Test("the store refuses an index from a newer version with a clear message, and leaves it untouched")
+    func storeRefusesNewer() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let layout = CacheLayout(root: dir.url)
+        let store = IndexStore(layout: layout, logger: Logger(label: "test"))
+        let one = try record(1)
+        try store.update { $0[key: one.id] = one }
+        let database = try SQLiteDatabase(path: layout.databaseFile.path)
+        try database.execute("PRAGMA user_version = 99; PRAGMA wal_checkpoint(TRUNCATE)")
+        let before = try Data(contentsOf: layout.databaseFile)
+        let error = #expect(throws: BookCacheError.self) { try IndexStore(layout: layout, logger: Logger(label: "test")).read() }
+        #expect(error?.message.contains("newer BookCache") == true, "\(error?.message ?? "")")
+        #expect(try Data(contentsOf: layout.databaseFile) == before)
+    }
+
+    @Test("a cache of the previous version is imported on first open, nothing lost, and its files renamed")
+    func importsPreviousVersion() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let layout = CacheLayout(root: dir.url)
+        let legacy = LegacyJSONIndex(layout: layout, logger: Logger(label: "test"))
+        let records = try (0..<20).map { try record($0) }
+        for record in records { try legacy.update { $0[key: record.id] = record } }
+        #expect(FileManager.default.fileExists(atPath: layout.indexFile.path))
+        let store = IndexStore(layout: layout, logger: Logger(label: "test"))
+        #expect(try store.read().sortedBooks == records.sorted { $0.id < $1.id })
+        #expect(!FileManager.default.fileExists(atPath: layout.indexFile.path))
+        #expect(FileManager.default.fileExists(atPath: layout.indexFile.path + ".imported"))
+        #expect(try IndexStore(layout: layout, logger: Logger(label: "test")).record(BookID(parsing: "ebook-b7")) == records[7])
     }
 }

@@ -65,7 +65,7 @@ struct Evictor: Sendable {
             throw .insufficientStorage(bookBytes: incoming, reserve: limits.reserve, available: available, path: layout.root.path)
         }
         var evicted: [EvictedBook] = []
-        let decide = { (index: inout MetadataIndex) throws(BookCacheError) in
+        let decide = { (index: IndexTransaction) throws(BookCacheError) in
             let others = index.books.values.filter { $0.id != id.description }
             let protected = protected(besides: id)
             if budgetBound {
@@ -83,13 +83,12 @@ struct Evictor: Sendable {
                 error.reason = "pinned or busy books hold the rest of the disk's room"
                 throw error
             }
-            evicted = try remove(plan.victims, from: &index, reason: .freeSpace, madeRoomFor: id)
+            evicted = try remove(plan.victims, from: index, reason: .freeSpace, madeRoomFor: id)
         }
         if shortfall > 0 {
             try store.update(decide)
         } else {
-            var index = try store.read()
-            try decide(&index)
+            try store.reading(decide)
         }
         return evicted
     }
@@ -99,7 +98,7 @@ struct Evictor: Sendable {
     /// over its limits, a warning is logged and the new book stays too.
     /// - Returns: The books evicted, in the order they went.
     func evictForBudget(
-        in index: inout MetadataIndex, keeping id: BookID, limits: (maxSize: Int64?, keep: Int?, reserve: Int64)
+        in index: IndexTransaction, keeping id: BookID, limits: (maxSize: Int64?, keep: Int?, reserve: Int64)
     ) throws(BookCacheError) -> [EvictedBook] {
         guard limits.maxSize != nil || limits.keep != nil else { return [] }
         let plan = planSkippingLocked(
@@ -107,7 +106,7 @@ struct Evictor: Sendable {
         if !plan.satisfied {
             logger.warning("the cache is over its limits; pinned or busy books keep it there", metadata: ["id": "\(id)"])
         }
-        return try remove(plan.victims, from: &index, reason: .budget, madeRoomFor: id)
+        return try remove(plan.victims, from: index, reason: .budget, madeRoomFor: id)
     }
 
     /// Plans eviction, then checks only the chosen books' locks (not every book's): a victim
@@ -129,13 +128,12 @@ struct Evictor: Sendable {
     /// Evicts by explicit limits (for `prune`); with `dryRun`, only says what would go.
     func prune(_ limits: EvictionPlanner.Limits, dryRun: Bool) throws(BookCacheError) -> EvictionPlanner.Plan {
         var result = EvictionPlanner.Plan(victims: [], freedBytes: 0, satisfied: true)
-        let body = { (index: inout MetadataIndex) throws(BookCacheError) in
+        let body = { (index: IndexTransaction) throws(BookCacheError) in
             result = planSkippingLocked(Array(index.books.values), limits: limits, protected: protected(besides: nil))
-            if !dryRun { _ = try remove(result.victims, from: &index, reason: .prune) }
+            if !dryRun { _ = try remove(result.victims, from: index, reason: .prune) }
         }
         if dryRun {
-            var index = try store.read()
-            try body(&index)
+            try store.reading(body)
         } else {
             try store.update(body)
         }
@@ -147,7 +145,7 @@ struct Evictor: Sendable {
     /// - Returns: What was removed, in order.
     @discardableResult
     func remove(
-        _ victims: [CachedBookMetadata], from index: inout MetadataIndex, reason: EvictedBook.Reason, madeRoomFor: BookID? = nil
+        _ victims: [CachedBookMetadata], from index: IndexTransaction, reason: EvictedBook.Reason, madeRoomFor: BookID? = nil
     ) throws(BookCacheError) -> [EvictedBook] {
         var evicted: [EvictedBook] = []
         for record in victims {

@@ -8,325 +8,266 @@ import Synchronization
     import Darwin
 #endif
 
-/// Reads and updates the index safely across threads, managers and processes, in time that does
-/// not grow with the number of books per change.
+/// The index, `CACHE/index.sqlite`: reads and updates safe across threads, managers and
+/// processes (SQLite's locking, a busy timeout, `BEGIN IMMEDIATE` for updates) and across
+/// crashes (its atomic commit, `synchronous=FULL`).
 ///
-/// The index is `metadata.json` (a snapshot, replaced only by atomic rename) plus
-/// `metadata.journal` (the changes since, appended one JSON line each and `fsync`ed).
-/// - Updates take an exclusive `flock` on `metadata.lock`, read what other processes appended,
-///   apply the change, and append only the records it touched. When the journal holds as many
-///   entries as the snapshot has books (and at least ``compactionThreshold``), it is folded into
-///   a new snapshot.
-/// - Reads take a shared lock, so they never see a snapshot and a journal from different moments.
-/// - Each store remembers what it last read (by the snapshot's identity and the journal offset),
-///   so a read or update in a busy process only parses what changed.
-/// - A torn last journal line (a writer killed mid-write) is ignored and cut off by the next
-///   update. A damaged snapshot or journal is moved aside (`*.corrupt-TIME`) and the index is
-///   rebuilt from the sidecars beside each book. An index from a newer schema is refused and
-///   left untouched.
+/// - A single-book question reads one row (``record(_:)``); an update runs in one transaction
+///   (``update(_:)``) whose ``IndexTransaction`` reads and writes rows as it goes.
+/// - A cache made by the previous version (`metadata.json` and its journal) is imported on first
+///   open, in the transaction that creates the database; the old files are then renamed
+///   `*.imported`. A new database in a cache with books but no index is filled from their sidecars.
+/// - A damaged database is moved aside (`index.sqlite.corrupt-TIME`) and rebuilt from the
+///   sidecars; the user is told. An index from a newer version is refused and left untouched.
+///
+/// Calls block (file I/O, waiting for another process's lock): make them from blocking work.
 final class IndexStore: Sendable {
     let layout: CacheLayout
     let logger: Logger
-    /// The fewest journal entries that trigger folding the journal into a new snapshot.
-    let compactionThreshold: Int
-    private let cache = Mutex<State?>(nil)
+    /// One connection per store, opened on first use; SQLite connections are used by one
+    /// thread at a time.
+    private let connection = Mutex<SQLiteIndex?>(nil)
 
-    init(layout: CacheLayout, logger: Logger, compactionThreshold: Int = 512) {
+    init(layout: CacheLayout, logger: Logger) {
         self.layout = layout
         self.logger = logger
-        self.compactionThreshold = compactionThreshold
     }
 
-    private var lock: FileLock { FileLock(url: layout.indexLockFile) }
-
-    /// Whether the cache has an index on disk yet.
+    /// Whether the cache has an index on disk yet (of this version or the previous one).
     var exists: Bool {
-        FileManager.default.fileExists(atPath: layout.indexFile.path) || FileManager.default.fileExists(atPath: layout.journalFile.path)
+        [layout.databaseFile, layout.indexFile, layout.journalFile].contains { FileManager.default.fileExists(atPath: $0.path) }
     }
 
-    /// The current index; empty when there is none yet.
+    /// The record of one book, or `nil`; one row read.
+    func record(_ id: BookID) throws(BookCacheError) -> CachedBookMetadata? {
+        guard FileManager.default.fileExists(atPath: layout.root.path) else { return nil }
+        return try withIndex { index throws(SQLiteError) in try index.record(id.description) }
+    }
+
+    /// Every record; empty when there is no cache yet.
     func read() throws(BookCacheError) -> MetadataIndex {
         // A cache that was never created has nothing in it; reading must not create it.
         guard FileManager.default.fileExists(atPath: layout.root.path) else { return MetadataIndex() }
-        let outcome = try locked(shared: true) { () throws(BookCacheError) in try load() }
-        switch outcome {
-        case .loaded(let state):
-            return state.index
-        case .missingWithSidecars, .damaged:
-            // Recovery writes, so it happens under the exclusive lock (another process may
-            // have done it meanwhile; update then finds a good index).
-            return try update { _ in }
+        return try withIndex { index throws(SQLiteError) in
+            var all = MetadataIndex()
+            try index.forEachRecord { record in all[key: record.id] = record }
+            all.markClean()
+            return all
         }
     }
 
-    /// Applies `change` to the freshest index under the exclusive lock and records what changed.
-    /// - Returns: The index after the change.
-    @discardableResult
-    func update(_ change: (inout MetadataIndex) throws(BookCacheError) -> Void) throws(BookCacheError) -> MetadataIndex {
-        try locked(shared: false) { () throws(BookCacheError) -> MetadataIndex in
-            var state: State
-            switch try load() {
-            case .loaded(let loaded): state = loaded
-            case .missingWithSidecars(let journal): state = try recover(problem: nil, base: journal)
-            case .damaged(let problem, let base): state = try recover(problem: problem, base: base)
-            }
-            var index = state.index
-            index.markClean()
-            try change(&index)
-            let changed = index.changedKeys.sorted()
-            index.markClean()
-            if state.identity == nil {
-                // First write of a new cache: a snapshot, so metadata.json is there from the start.
-                state = try writeSnapshot(index)
-            } else if !changed.isEmpty {
-                let entries = changed.map { key in index[key: key].map(IndexJournal.Entry.set) ?? .remove(key) }
-                let appended = try appendJournal(entries, at: state.journalOffset)
-                state.index = index
-                state.journalEntries += entries.count
-                state.journalOffset += appended
-                if state.journalEntries >= max(compactionThreshold, index.count) {
-                    state = try writeSnapshot(index)
+    /// Books and bytes per type, and the pinned ones: one row per type, kept by the database.
+    func totals() throws(BookCacheError) -> [BookType: (count: Int, bytes: Int64, pinnedCount: Int, pinnedBytes: Int64)] {
+        guard FileManager.default.fileExists(atPath: layout.root.path) else { return [:] }
+        return try withIndex { index throws(SQLiteError) in try index.totals() }
+    }
+
+    /// Runs `change` in one transaction holding the write lock; commits when it returns,
+    /// rolls back (changing nothing) when it throws.
+    func update(_ change: (IndexTransaction) throws(BookCacheError) -> Void) throws(BookCacheError) {
+        try transaction(writing: true, change)
+    }
+
+    /// Runs `look` in a read transaction: it sees one moment of the index, and changes nothing.
+    func reading(_ look: (IndexTransaction) throws(BookCacheError) -> Void) throws(BookCacheError) {
+        guard FileManager.default.fileExists(atPath: layout.root.path) else {
+            return
+        }
+        try transaction(writing: false, look)
+    }
+
+    private func transaction(writing: Bool, _ body: (IndexTransaction) throws(BookCacheError) -> Void) throws(BookCacheError) {
+        let outcome: Result<Void, BookCacheError> = try withIndex { index throws(SQLiteError) in
+            let transaction = IndexTransaction(index: index, writable: writing)
+            do throws(IndexTransactionError<BookCacheError>) {
+                try index.database.within(writing: writing) { () throws(BookCacheError) in
+                    try body(transaction)
+                    if let failure = transaction.failure { throw Self.translate(failure, layout: layout) }
+                }
+                return .success(())
+            } catch {
+                switch error {
+                case .database(let failure): throw failure
+                case .body(let failure):
+                    // A damaged database seen by a read inside the body is damage, not the body's fault.
+                    if let damage = transaction.failure, damage.isDamage { throw damage }
+                    return .failure(failure)
                 }
             }
-            cache.withLock { $0 = state }
-            return index
         }
+        try outcome.get()
     }
 
-    // MARK: - Loading
+    // MARK: - The connection
 
-    private struct FileIdentity: Equatable {
-        var device: UInt64
-        var inode: UInt64
-        var size: Int64
-        var modifiedSeconds: Int
-        var modifiedNanoseconds: Int
-    }
-
-    private struct State {
-        /// The snapshot these contents came from; `nil` when there is no snapshot yet.
-        var identity: FileIdentity?
-        var index: MetadataIndex
-        /// Bytes of the journal already applied.
-        var journalOffset: Int
-        var journalEntries: Int
-    }
-
-    private enum LoadOutcome {
-        case loaded(State)
-        /// No snapshot, but books on disk: rebuild from sidecars (then apply this journal).
-        case missingWithSidecars(MetadataIndex?)
-        /// Something could not be read; `base` is what could be.
-        case damaged(String, base: MetadataIndex?)
-    }
-
-    /// Reads the snapshot (or reuses the cached one) and applies the journal's new lines.
-    /// Called under the lock.
-    private func load() throws(BookCacheError) -> LoadOutcome {
-        let identity = try Self.identity(of: layout.indexFile)
-        var state: State
-        if let identity, let cached = cache.withLock({ $0 }), cached.identity == identity {
-            state = cached
-        } else if let identity {
-            switch try decodeSnapshot() {
-            case .success(let index): state = State(identity: identity, index: index, journalOffset: 0, journalEntries: 0)
-            case .failure(let problem): return .damaged(problem.description, base: nil)
-            }
-        } else {
-            state = State(identity: nil, index: MetadataIndex(), journalOffset: 0, journalEntries: 0)
-        }
-
-        let journal: Data
-        do {
-            journal = try Self.readJournal(layout.journalFile, from: state.journalOffset)
-        } catch {
-            throw .indexUnusable(layout.journalFile.path, "cannot be read (\(error)); check its permissions")
-        }
-        do {
-            let parsed = try IndexJournal.parse(journal)
-            for entry in parsed.entries { state.index.apply(entry) }
-            state.index.markClean()
-            state.journalOffset += parsed.consumed
-            state.journalEntries += parsed.entries.count
-        } catch {
-            return .damaged("\(error)", base: state.identity == nil ? nil : state.index)
-        }
-        if state.identity == nil, SidecarScanner(layout: layout, logger: logger).hasSidecars() {
-            return .missingWithSidecars(state.index.books.isEmpty ? nil : state.index)
-        }
-        if state.identity != nil { cache.withLock { $0 = state } }
-        return .loaded(state)
-    }
-
-    private func decodeSnapshot() throws(BookCacheError) -> Result<MetadataIndex, SnapshotProblem> {
-        let data: Data
-        do {
-            data = try Data(contentsOf: layout.indexFile)
-        } catch {
-            throw .indexUnusable(layout.indexFile.path, "cannot be read (\(error)); check its permissions")
-        }
-        do {
-            let index = try MetadataIndex(snapshot: data)
-            guard index.schemaVersion <= MetadataIndex.currentSchemaVersion else {
-                throw BookCacheError.indexUnusable(
-                    layout.indexFile.path,
-                    "was written by a newer BookCache (schema \(index.schemaVersion); this one reads \(MetadataIndex.currentSchemaVersion)); upgrade bookcache — the index was left untouched")
-            }
-            return .success(index)
-        } catch let error as BookCacheError {
-            throw error
-        } catch {
-            return .failure(SnapshotProblem(description: "metadata.json is unreadable (\(error))"))
-        }
-    }
-
-    private struct SnapshotProblem: Error, CustomStringConvertible {
-        var description: String
-    }
-
-    // MARK: - Writing
-
-    /// Appends `entries` at `offset` (the end of the last whole line) and returns the bytes written.
-    private func appendJournal(_ entries: [IndexJournal.Entry], at offset: Int) throws(BookCacheError) -> Int {
-        do {
-            let data = try IndexJournal.encode(entries)
-            let fd = open(layout.journalFile.path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
-            guard fd >= 0 else { throw FileSystem.CallError(operation: "open", path: layout.journalFile.path, code: errno) }
-            defer { close(fd) }
-            // Cut off a torn line left by a writer that died mid-write, then write after it.
-            guard ftruncate(fd, off_t(offset)) == 0 else { throw FileSystem.CallError(operation: "truncate", path: layout.journalFile.path, code: errno) }
-            try data.withUnsafeBytes { bytes in
-                var written = 0
-                while written < bytes.count {
-                    let n = pwrite(fd, bytes.baseAddress! + written, bytes.count - written, off_t(offset + written))
-                    if n < 0 {
-                        if errno == EINTR { continue }
-                        throw FileSystem.CallError(operation: "write", path: layout.journalFile.path, code: errno)
+    /// Runs `body` with the open index; on damage, moves the database aside, rebuilds it from
+    /// the sidecars and runs `body` once more.
+    private func withIndex<T: Sendable>(_ body: (SQLiteIndex) throws(SQLiteError) -> T) throws(BookCacheError) -> T {
+        let layout = self.layout
+        return try connection.withLock { (slot: inout SQLiteIndex?) throws(BookCacheError) -> T in
+            for attempt in 0..<2 {
+                do throws(SQLiteError) {
+                    let index: SQLiteIndex
+                    if let opened = slot {
+                        index = opened
+                    } else {
+                        index = try open()
+                        slot = index
                     }
-                    written += n
-                }
-            }
-            guard fsync(fd) == 0 else { throw FileSystem.CallError(operation: "fsync", path: layout.journalFile.path, code: errno) }
-            return data.count
-        } catch let error as BookCacheError {
-            throw error
-        } catch {
-            throw .cacheDirectoryUnusable(layout.root.path, "cannot write the index journal (\(error))")
-        }
-    }
-
-    /// Writes `index` as the new snapshot and empties the journal.
-    private func writeSnapshot(_ index: MetadataIndex) throws(BookCacheError) -> State {
-        do {
-            let data = try index.encoded()
-            try FileSystem.writeAtomically(data, to: layout.indexFile)
-            // Only now may the journal go: replaying it onto the new snapshot would change nothing.
-            if truncate(layout.journalFile.path, 0) != 0 && errno != ENOENT {
-                throw FileSystem.CallError(operation: "truncate", path: layout.journalFile.path, code: errno)
-            }
-            return State(identity: try Self.identity(of: layout.indexFile), index: index, journalOffset: 0, journalEntries: 0)
-        } catch let error as BookCacheError {
-            throw error
-        } catch {
-            throw .cacheDirectoryUnusable(layout.root.path, "cannot write the index (\(error))")
-        }
-    }
-
-    // MARK: - Recovery
-
-    /// Rebuilds the index after damage or loss: what could be read, plus every book whose
-    /// sidecar and file are on disk. Damaged files are moved aside first. Called under the lock.
-    private func recover(problem: String?, base: MetadataIndex?) throws(BookCacheError) -> State {
-        let stamp = Int(Date().timeIntervalSince1970)
-        var movedAside: [String] = []
-        if problem != nil {
-            for file in [layout.indexFile, layout.journalFile] where FileManager.default.fileExists(atPath: file.path) {
-                let aside = file.deletingLastPathComponent().appendingPathComponent("\(file.lastPathComponent).corrupt-\(stamp)")
-                do {
-                    try FileSystem.moveAtomically(from: file, to: aside)
-                    movedAside.append(aside.path)
+                    return try body(index)
+                } catch where error.isDamage && attempt == 0 {
+                    slot = nil
+                    try moveAside(problem: error.description)
                 } catch {
-                    throw .cacheDirectoryUnusable(layout.root.path, "cannot move the damaged index aside (\(error))")
+                    slot = nil
+                    throw Self.translate(error, layout: layout)
                 }
             }
+            throw BookCacheError.indexUnusable(layout.databaseFile.path, "is damaged again after a rebuild; move it away and try again")
         }
-        var index = base ?? MetadataIndex()
+    }
+
+    private func open() throws(SQLiteError) -> SQLiteIndex {
+        let path = layout.databaseFile.path
+        if !FileManager.default.fileExists(atPath: path) {
+            // A log left beside a deleted database belongs to that database: replayed into a new
+            // one it would bring back pages of the old.
+            for suffix in ["-wal", "-shm"] { unlink(path + suffix) }
+        }
+        return try SQLiteIndex(path: path) { () throws(SQLiteError) -> [CachedBookMetadata] in
+            try initialRecords()
+        }
+    }
+
+    /// The records a new database starts with: the previous version's index, else the sidecars.
+    private func initialRecords() throws(SQLiteError) -> [CachedBookMetadata] {
+        let legacy = LegacyJSONIndex(layout: layout, logger: logger)
+        if legacy.exists {
+            do {
+                let books = try legacy.read().sortedBooks
+                logger.notice("imported the index of the previous version", metadata: ["books": "\(books.count)"])
+                for file in [layout.indexFile, layout.journalFile] where FileManager.default.fileExists(atPath: file.path) {
+                    try FileSystem.moveAtomically(from: file, to: file.appendingPathExtension("imported"))
+                }
+                return books
+            } catch {
+                throw SQLiteError(code: 0, operation: "import \(layout.indexFile.path)", message: "\(error)")
+            }
+        }
         let scanner = SidecarScanner(layout: layout, logger: logger)
-        // Keep only records whose file is on disk with the recorded size.
-        for (key, record) in index.books where !scanner.fileMatches(record) {
-            index[key: key] = nil
-        }
-        var adopted = 0
-        for (key, record) in scanner.rebuildIndex().books where index[key: key] == nil {
-            index[key: key] = record
-            adopted += 1
-        }
-        index.markClean()
-        logger.warning(
-            problem == nil
-                ? "the index was missing and has been rebuilt from the books on disk"
-                : "the index was damaged and has been rebuilt from the books on disk",
-            metadata: [
-                "problem": "\(problem ?? "metadata.json is missing")", "books": "\(index.books.count)",
-                "fromSidecars": "\(adopted)", "damagedCopies": "\(movedAside.joined(separator: ", "))",
-            ])
-        return try writeSnapshot(index)
+        guard scanner.hasSidecars() else { return [] }
+        let books = scanner.rebuildIndex().sortedBooks
+        logger.warning("the index was missing and has been rebuilt from the books on disk", metadata: ["books": "\(books.count)"])
+        return books
     }
 
-    // MARK: - Files
-
-    private static func identity(of url: URL) throws(BookCacheError) -> FileIdentity? {
-        var info = stat()
-        guard stat(url.path, &info) == 0 else {
-            if errno == ENOENT { return nil }
-            throw .indexUnusable(url.path, "cannot be read (\(String(cString: strerror(errno)))); check its permissions")
-        }
-        return FileIdentity(
-            device: UInt64(info.st_dev), inode: UInt64(info.st_ino), size: Int64(info.st_size),
-            modifiedSeconds: Int(info.st_mtim.tv_sec), modifiedNanoseconds: Int(info.st_mtim.tv_nsec))
-    }
-
-    /// The journal's bytes from `offset` to its end; empty when there is no journal.
-    private static func readJournal(_ url: URL, from offset: Int) throws -> Data {
-        let fd = open(url.path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else {
-            if errno == ENOENT { return Data() }
-            throw FileSystem.CallError(operation: "open", path: url.path, code: errno)
-        }
-        defer { close(fd) }
-        var info = stat()
-        guard fstat(fd, &info) == 0 else { throw FileSystem.CallError(operation: "stat", path: url.path, code: errno) }
-        let size = Int(info.st_size)
-        guard size > offset else { return Data() }
-        var data = Data(count: size - offset)
-        let count = data.count
-        try data.withUnsafeMutableBytes { bytes in
-            var done = 0
-            while done < count {
-                let n = pread(fd, bytes.baseAddress! + done, count - done, off_t(offset + done))
-                if n < 0 {
-                    if errno == EINTR { continue }
-                    throw FileSystem.CallError(operation: "read", path: url.path, code: errno)
-                }
-                if n == 0 { break }
-                done += n
+    /// Moves a damaged database (and its log) aside, so the next open rebuilds it from sidecars.
+    private func moveAside(problem: String) throws(BookCacheError) {
+        let stamp = Int(Date().timeIntervalSince1970)
+        var moved: [String] = []
+        for suffix in ["", "-wal", "-shm"] {
+            let file = URL(fileURLWithPath: layout.databaseFile.path + suffix)
+            guard FileManager.default.fileExists(atPath: file.path) else { continue }
+            let aside = URL(fileURLWithPath: layout.databaseFile.path + ".corrupt-\(stamp)" + suffix)
+            do {
+                try FileSystem.moveAtomically(from: file, to: aside)
+                moved.append(aside.path)
+            } catch {
+                throw .cacheDirectoryUnusable(layout.root.path, "cannot move the damaged index aside (\(error))")
             }
-            if done < count { bytes.initializeMemory(as: UInt8.self, repeating: 0x0A) }
         }
-        return data
+        logger.warning(
+            "the index was damaged and is rebuilt from the books on disk",
+            metadata: ["problem": "\(problem)", "damagedCopies": "\(moved.joined(separator: ", "))"])
     }
 
-    private func locked<T>(shared: Bool, _ body: () throws(BookCacheError) -> T) throws(BookCacheError) -> T {
+    static func translate(_ error: SQLiteError, layout: CacheLayout) -> BookCacheError {
+        if error.message.contains("newer version") {
+            return .indexUnusable(
+                layout.databaseFile.path, "was written by a newer BookCache; upgrade bookcache — the index was left untouched")
+        }
+        switch error.code {
+        case 8:  // SQLITE_READONLY
+            return .cacheDirectoryUnusable(layout.root.path, "it is on a read-only filesystem, or this user may not write to it; nothing was changed")
+        case 14:  // SQLITE_CANTOPEN
+            return .cacheDirectoryUnusable(layout.root.path, "the index cannot be opened (\(error.message)); check the folder's permissions")
+        case 13:  // SQLITE_FULL
+            return .cacheDirectoryUnusable(layout.root.path, "the disk is full; nothing was changed")
+        case 5, 6:  // SQLITE_BUSY, SQLITE_LOCKED
+            return .indexUnusable(layout.databaseFile.path, "another process held it for too long (\(error.message)); try again")
+        default:
+            return .indexUnusable(layout.databaseFile.path, "\(error)")
+        }
+    }
+}
+
+/// One transaction on the index: reads rows as they are asked for, writes them as they are set.
+/// A failed read or write is kept and ends the transaction (rolled back) when the body returns.
+final class IndexTransaction {
+    private let index: SQLiteIndex
+    private let writable: Bool
+    /// The first SQLite failure inside the transaction.
+    private(set) var failure: SQLiteError?
+
+    init(index: SQLiteIndex, writable: Bool) {
+        self.index = index
+        self.writable = writable
+    }
+
+    subscript(id: BookID) -> CachedBookMetadata? {
+        get { self[key: id.description] }
+        set { self[key: id.description] = newValue }
+    }
+
+    subscript(key key: String) -> CachedBookMetadata? {
+        get {
+            do {
+                return try index.record(key)
+            } catch {
+                failure = failure ?? error
+                return nil
+            }
+        }
+        set {
+            precondition(writable, "a reading transaction does not change the index")
+            do {
+                if let record = newValue { try index.put(record) } else { try index.remove(key) }
+            } catch {
+                failure = failure ?? error
+            }
+        }
+    }
+
+    /// Every record, by id (reads the whole index: for planning over all books).
+    var books: [String: CachedBookMetadata] {
+        var all: [String: CachedBookMetadata] = [:]
         do {
-            return try lock.withLock(shared: shared) { try body() }
-        } catch let error as BookCacheError {
-            throw error
-        } catch let error as FileSystem.CallError where error.code == EROFS {
-            throw .cacheDirectoryUnusable(layout.root.path, "it is on a read-only filesystem, so nothing can be changed (nothing was)")
-        } catch let error as FileSystem.CallError where error.code == EACCES || error.code == EPERM {
-            throw .cacheDirectoryUnusable(layout.root.path, "this user may not write to it (\(error)); nothing was changed")
+            try index.forEachRecord { all[$0.id] = $0 }
         } catch {
-            throw .cacheDirectoryUnusable(layout.root.path, "cannot lock the index (\(error))")
+            failure = failure ?? error
+        }
+        return all
+    }
+}
+
+extension SQLiteDatabase {
+    /// Runs `body` in a write transaction (`BEGIN IMMEDIATE`, committed) or a read one
+    /// (`BEGIN`, rolled back).
+    func within<E: Error>(writing: Bool, _ body: () throws(E) -> Void) throws(IndexTransactionError<E>) {
+        if writing {
+            try self.writing(body)
+        } else {
+            do {
+                try execute("BEGIN")
+            } catch {
+                throw .database(error)
+            }
+            defer {
+                do { try execute("ROLLBACK") } catch {
+                    // Nothing was written; a failed rollback of a read transaction changes nothing.
+                }
+            }
+            do { try body() } catch { throw .body(error) }
         }
     }
 }

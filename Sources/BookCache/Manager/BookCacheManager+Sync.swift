@@ -221,7 +221,7 @@ extension BookCacheManager {
                     updateSidecar(updated)
                 }
             }
-            try evictionRunner.remove(gone, from: &index, reason: .syncSource)
+            try evictionRunner.remove(gone, from: index, reason: .syncSource)
         }
         return gone.map(\.id).sorted()
     }

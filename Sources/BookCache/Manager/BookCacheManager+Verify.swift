@@ -45,7 +45,7 @@ extension BookCacheManager {
         case .stray:
             return try repairStray(problem.path)
         case .missing, .changed, .corrupt:
-            guard let key = problem.id, let id = try? BookID(parsing: key), let record = try store.read()[id] else {
+            guard let key = problem.id, let id = try? BookID(parsing: key), let record = try store.record(id) else {
                 return "nothing to do"
             }
             if redownload {
@@ -87,7 +87,7 @@ extension BookCacheManager {
         if name.hasSuffix(CacheLayout.sidecarSuffix), let type = folderType {
             // A sidecar whose book is adopted or present stays; only an orphan goes.
             let bookId = String(name.dropLast(CacheLayout.sidecarSuffix.count))
-            if let id = try? BookID(type: type, bookId: bookId), try store.read()[id] != nil {
+            if let id = try? BookID(type: type, bookId: bookId), try store.record(id) != nil {
                 return "kept (its book is in the index)"
             }
         }

@@ -123,18 +123,19 @@ public actor BookCacheManager {
 
     /// Counts and bytes per type, and the free space on the cache's filesystem.
     public func statistics() throws(BookCacheError) -> CacheStatistics {
-        let books = try allBooks()
+        try checkRootIsUsable()
+        // From the totals the index keeps per type: no book is read.
+        let totals = try store.totals()
         var byType: [BookType: CacheStatistics.TypeTotals] = [:]
         for type in BookType.allCases {
-            let ofType = books.filter { $0.bookType == type }
-            byType[type] = .init(count: ofType.count, bytes: ofType.reduce(0) { $0 + $1.fileSize })
+            byType[type] = .init(count: totals[type]?.count ?? 0, bytes: totals[type]?.bytes ?? 0)
         }
         let available = try evictionRunner.freeSpace()
         let limits = try evictionRunner.limits()
-        let pinned = books.filter(\.pinned)
         return CacheStatistics(
-            byType: byType, totalCount: books.count, totalBytes: books.reduce(0) { $0 + $1.fileSize },
-            availableBytes: available, pinnedBytes: pinned.reduce(0) { $0 + $1.fileSize }, pinnedCount: pinned.count,
+            byType: byType, totalCount: totals.values.reduce(0) { $0 + $1.count }, totalBytes: totals.values.reduce(0) { $0 + $1.bytes },
+            availableBytes: available, pinnedBytes: totals.values.reduce(0) { $0 + $1.pinnedBytes },
+            pinnedCount: totals.values.reduce(0) { $0 + $1.pinnedCount },
             maxSize: limits.maxSize, keep: limits.keep, reserve: limits.reserve, rootPath: layout.root.path)
     }
 
@@ -370,7 +371,7 @@ public actor BookCacheManager {
     /// The record of `id` if it is in the index and its file is on disk.
     private func cachedRecord(_ id: BookID) throws(BookCacheError) -> CachedBookMetadata? {
         try checkRootIsUsable()
-        guard let record = try store.read()[id] else { return nil }
+        guard let record = try store.record(id) else { return nil }
         guard FileSystem.fileSize(layout.url(forRelativePath: record.localPath)) != nil else {
             logger.warning("a cached book's file is missing; treating it as not cached", metadata: ["id": "\(id)"])
             return nil

@@ -117,7 +117,7 @@ struct DownloadContext: Sendable {
         let (store, layout, settings, id, replacing) = (self.store, self.layout, self.evictor.settings, request.id, request.replaceExisting)
         let (record, saved) = try await BlockingWork.run { () throws(BookCacheError) -> (CachedBookMetadata?, CacheSettings) in
             let saved = try settings.read()
-            guard !replacing, let record = try store.read()[id],
+            guard !replacing, let record = try store.record(id),
                 FileSystem.fileSize(layout.url(forRelativePath: record.localPath)) == record.fileSize
             else { return (nil, saved) }
             return (record, saved)
@@ -225,7 +225,7 @@ struct DownloadContext: Sendable {
                 throw .cacheDirectoryUnusable(layout.root.path, "cannot store \(id) (\(error))")
             }
             index[id] = record
-            evicted = try evictor.evictForBudget(in: &index, keeping: id, limits: limits)
+            evicted = try evictor.evictForBudget(in: index, keeping: id, limits: limits)
         }
         return (record, evicted)
     }

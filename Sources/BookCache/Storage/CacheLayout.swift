@@ -25,6 +25,8 @@ public struct CacheLayout: Sendable, Hashable {
 
     /// The index file.
     public var indexFile: URL { root.appendingPathComponent("metadata.json") }
+    /// The index: an SQLite database (with its `-wal` and `-shm` files beside it).
+    public var databaseFile: URL { root.appendingPathComponent("index.sqlite") }
     /// The index journal: changes since `metadata.json` was written, one JSON line each.
     public var journalFile: URL { root.appendingPathComponent("metadata.journal") }
     /// The lock file guarding index updates.

@@ -30,17 +30,16 @@ final class SQLiteDatabase {
     ///   - path: The file.
     ///   - busyTimeout: How long a call waits for another connection's lock.
     init(path: String, busyTimeout: Duration = .seconds(30)) throws(SQLiteError) {
-        var opened: OpaquePointer?
-        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
-        let result = sqlite3_open_v2(path, &opened, flags, nil)
-        guard result == SQLITE_OK, let opened else {
-            let message = opened.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open"
-            sqlite3_close_v2(opened)
-            throw SQLiteError(code: result, operation: "open \(path)", message: message)
+        if Self.onReadOnlyFilesystem(path) {
+            // Nothing can change the file: read it through the log files that are there (asked
+            // for read-write, SQLite would fail to open the shared-memory file for writing).
+            handle = try Self.openReadOnly(path)
+            isReadOnly = true
+            configure(busyTimeout: busyTimeout)
+            return
         }
-        handle = opened
-        let (seconds, attoseconds) = busyTimeout.components
-        sqlite3_busy_timeout(handle, Int32(clamping: seconds * 1000 + attoseconds / 1_000_000_000_000_000))
+        handle = try Self.open(path, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX)
+        configure(busyTimeout: busyTimeout)
         do {
             try execute("PRAGMA journal_mode=WAL")
             try execute("PRAGMA synchronous=FULL")
@@ -50,6 +49,52 @@ final class SQLiteDatabase {
             sqlite3_close_v2(handle)
             throw error
         }
+    }
+
+    /// Whether the database could only be opened for reading (a read-only filesystem).
+    private(set) var isReadOnly = false
+
+    private static func open(_ path: String, flags: Int32) throws(SQLiteError) -> OpaquePointer {
+        var opened: OpaquePointer?
+        let result = sqlite3_open_v2(path, &opened, flags, nil)
+        guard result == SQLITE_OK, let opened else {
+            let message = opened.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open"
+            sqlite3_close_v2(opened)
+            throw SQLiteError(code: result & 0xFF, operation: "open \(path)", message: message)
+        }
+        return opened
+    }
+
+    private static func openReadOnly(_ path: String) throws(SQLiteError) -> OpaquePointer {
+        do {
+            let handle = try open(path, flags: SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX)
+            try probe(handle)
+            return handle
+        } catch {
+            return try open("file:\(path)?immutable=1", flags: SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX)
+        }
+    }
+
+    private static func onReadOnlyFilesystem(_ path: String) -> Bool {
+        var info = statvfs()
+        let folder = (path as NSString).deletingLastPathComponent
+        return statvfs(folder, &info) == 0 && (info.f_flag & UInt(ST_RDONLY)) != 0
+    }
+
+    /// Reads the schema once, so a connection that cannot read fails here.
+    private static func probe(_ handle: OpaquePointer) throws(SQLiteError) {
+        let result = sqlite3_exec(handle, "SELECT count(*) FROM sqlite_master", nil, nil, nil)
+        guard result == SQLITE_OK else {
+            let message = String(cString: sqlite3_errmsg(handle))
+            sqlite3_close_v2(handle)
+            throw SQLiteError(code: result & 0xFF, operation: "read", message: message)
+        }
+    }
+
+    private func configure(busyTimeout: Duration) {
+        let (seconds, attoseconds) = busyTimeout.components
+        sqlite3_busy_timeout(handle, Int32(clamping: seconds * 1000 + attoseconds / 1_000_000_000_000_000))
+        sqlite3_exec(handle, "PRAGMA foreign_keys=ON", nil, nil, nil)
     }
 
     deinit {

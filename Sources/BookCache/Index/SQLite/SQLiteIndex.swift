@@ -4,7 +4,6 @@ import Foundation
 /// their own, per-type totals kept by triggers, and a covering index for least-recently-used
 /// order, so a single-book command reads one row and a plan reads only the books it evicts.
 ///
-/// Work in progress for issue 15: not yet the store the manager uses.
 final class SQLiteIndex {
     /// `PRAGMA user_version` of the schema below.
     static let schemaVersion: Int64 = 1
@@ -51,15 +50,36 @@ final class SQLiteIndex {
 
     let database: SQLiteDatabase
 
-    /// Opens the index at `path`, creating its tables.
+    /// Opens the index at `path`. A new database gets its tables and, in the same transaction,
+    /// the records `populate` returns (an older index imported, or sidecars read), so two
+    /// processes opening a new cache at once populate it once.
     /// - Throws: ``SQLiteError``; ``SQLiteError/isDamage`` when the file is not a usable database.
-    init(path: String) throws(SQLiteError) {
+    init(path: String, populate: () throws(SQLiteError) -> [CachedBookMetadata] = { [] }) throws(SQLiteError) {
         database = try SQLiteDatabase(path: path)
         let version = try Self.userVersion(database)
         guard version <= Self.schemaVersion else {
             throw SQLiteError(code: 0, operation: "open \(path)", message: "the index is from a newer version of bookcache (schema \(version))")
         }
-        try database.execute(Self.schema + "\nPRAGMA user_version = \(Self.schemaVersion);")
+        guard version < Self.schemaVersion, !database.isReadOnly else { return }
+        var populated = 0
+        do {
+            try database.writing { () throws(SQLiteError) in
+                // Another process may have made it while this one waited for the lock.
+                guard try Self.userVersion(database) < Self.schemaVersion else { return }
+                try database.execute(Self.schema)
+                for record in try populate() {
+                    try put(record)
+                    populated += 1
+                }
+                try database.execute("PRAGMA user_version = \(Self.schemaVersion)")
+            }
+        } catch {
+            switch error {
+            case .database(let failure), .body(let failure): throw failure
+            }
+        }
+        // After a large import, fold the log into the database so the next process opens it at once.
+        if populated > 0 { try database.execute("PRAGMA wal_checkpoint(TRUNCATE)") }
     }
 
     private static func userVersion(_ database: SQLiteDatabase) throws(SQLiteError) -> Int64 {

@@ -15,10 +15,10 @@ struct IndexStoreTests {
             checksum: String(repeating: "a", count: 64), format: .epub, etag: "\"e\"", lastModified: nil)
     }
 
-    func makeStore(_ dir: TemporaryDirectory) throws -> IndexStore {
+    func makeStore(_ dir: TemporaryDirectory) throws -> LegacyJSONIndex {
         let layout = CacheLayout(root: dir.url)
         for type in BookType.allCases { try FileManager.default.createDirectory(at: layout.folder(for: type), withIntermediateDirectories: true) }
-        return IndexStore(layout: layout, logger: Logger(label: "test"))
+        return LegacyJSONIndex(layout: layout, logger: Logger(label: "test"))
     }
 
     @Test("escaped strings in a snapshot decode as JSONDecoder decodes them", arguments: [
@@ -137,8 +137,8 @@ struct IndexJournalTests {
             etag: nil, lastModified: nil)
     }
 
-    func makeStore(_ dir: TemporaryDirectory, threshold: Int = 512) -> IndexStore {
-        IndexStore(layout: CacheLayout(root: dir.url), logger: Logger(label: "test"), compactionThreshold: threshold)
+    func makeStore(_ dir: TemporaryDirectory, threshold: Int = 512) -> LegacyJSONIndex {
+        LegacyJSONIndex(layout: CacheLayout(root: dir.url), logger: Logger(label: "test"), compactionThreshold: threshold)
     }
 
     @Test("changes after the first go to the journal, one line per changed record")
