@@ -26,8 +26,8 @@ struct CoverFetcher: Sendable {
                 return
             }
             let relative = "\(id.type.folderName)/\(id.bookId).cover.\(ext)"
-            let layout = self.layout
-            try store.update { index throws(BookCacheError) in
+            let (layout, store) = (self.layout, self.store)
+            try await BlockingWork.run { () throws(BookCacheError) in try store.update { index throws(BookCacheError) in
                 // The book may have been deleted or evicted meanwhile: then the cover goes too.
                 guard var record = index[id] else {
                     FileDownloader.discard(partial.path)
@@ -44,7 +44,7 @@ struct CoverFetcher: Sendable {
                     throw .cacheDirectoryUnusable(layout.root.path, "cannot store the cover of \(id) (\(error))")
                 }
                 index[id] = record
-            }
+            } }
             logger.info("cached the cover", metadata: ["id": "\(id)", "path": "\(relative)"])
         } catch {
             FileDownloader.discard(partial.path)
