@@ -12,7 +12,7 @@ import Synchronization
 /// The cache: downloads books, validates them, keeps the index, and serves them offline.
 ///
 /// Every method is safe to call from many tasks at once, and several managers (in one process
-/// or many) may share a cache directory: index updates are read-modify-write under a file lock.
+/// or many) may share a cache directory: each index update is one SQLite transaction.
 ///
 /// ```swift
 /// let manager = BookCacheManager(configuration: .init(rootDirectory: CacheLayout.defaultRoot()), logger: logger)
@@ -23,7 +23,7 @@ import Synchronization
 /// print(result.fileURL.path)
 /// ```
 public actor BookCacheManager {
-    /// The manager's methods read and write the index with blocking calls (file locks, reads,
+    /// The manager's methods read and write the index with blocking calls (SQLite, file reads,
     /// `fsync`), so the actor runs on the blocking-work threads, never on the cooperative pool.
     private nonisolated let executor = BlockingWork.SerialExecutor(label: "bookcache.manager")
     /// The executor the actor runs on (see ``BlockingWork``).
