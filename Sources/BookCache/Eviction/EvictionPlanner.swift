@@ -50,26 +50,52 @@ public struct EvictionPlanner: Sendable {
         incomingCount: Int = 0,
         protected: Set<String> = []
     ) -> Plan {
-        var total = books.reduce(Int64(0)) { $0 + $1.fileSize } + incomingBytes
-        var count = books.count + incomingCount
-        var freed: Int64 = 0
-        var victims: [CachedBookMetadata] = []
+        var planning = Planning(
+            total: books.reduce(Int64(0)) { $0 + $1.fileSize } + incomingBytes, count: books.count + incomingCount, limits: limits)
         let candidates = books
             .filter { !$0.pinned && !protected.contains($0.id) }
             .sorted { ($0.lastAccessedAt, $0.id) < ($1.lastAccessedAt, $1.id) }
-        func overLimit() -> Bool {
+        for book in candidates where !planning.consider(book) { break }
+        return planning.plan
+    }
+
+    /// A plan made one candidate at a time, least recently used first, so a caller reading
+    /// candidates from an ordered index stops as soon as the plan is complete.
+    struct Planning {
+        private var total: Int64
+        private var count: Int
+        private var freed: Int64 = 0
+        private var victims: [CachedBookMetadata] = []
+        private let limits: Limits
+
+        /// - Parameters:
+        ///   - total: The bytes of every cached book, plus the incoming one.
+        ///   - count: The number of cached books, plus the incoming one.
+        init(total: Int64, count: Int, limits: Limits) {
+            self.total = total
+            self.count = count
+            self.limits = limits
+        }
+
+        private var overLimit: Bool {
             if let maxSize = limits.maxSize, total > maxSize { return true }
             if let keep = limits.keep, count > keep { return true }
             return freed < limits.bytesToFree
         }
-        for book in candidates {
+
+        /// Takes the next candidate (never pinned or protected) if the limits want it.
+        /// - Returns: Whether later candidates could still be wanted: a later one is used more
+        ///   recently, so once the limits hold and this one was not stale, none is.
+        mutating func consider(_ book: CachedBookMetadata) -> Bool {
             let stale = limits.olderThan.map { book.lastAccessedAt < $0 } ?? false
-            guard stale || overLimit() else { continue }
+            guard stale || overLimit else { return false }
             victims.append(book)
             total -= book.fileSize
             count -= 1
             freed += book.fileSize
+            return true
         }
-        return Plan(victims: victims, freedBytes: freed, satisfied: !overLimit())
+
+        var plan: Plan { Plan(victims: victims, freedBytes: freed, satisfied: !overLimit) }
     }
 }

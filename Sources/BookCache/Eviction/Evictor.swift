@@ -66,17 +66,18 @@ struct Evictor: Sendable {
         }
         var evicted: [EvictedBook] = []
         let decide = { (index: IndexTransaction) throws(BookCacheError) in
-            let others = index.books.values.filter { $0.id != id.description }
+            // The book's own copy, if it is being replaced, does not count: the new one takes its place.
+            let replaced = index[id]
             let protected = protected(besides: id)
             if budgetBound {
                 // Only a check: could the budget hold the book once it is cached?
                 let plan = planSkippingLocked(
-                    others, limits: .init(maxSize: limits.maxSize, keep: limits.keep), incomingBytes: incoming, incomingCount: 1,
-                    protected: protected)
+                    index, limits: .init(maxSize: limits.maxSize, keep: limits.keep),
+                    incomingBytes: incoming - (replaced?.fileSize ?? 0), incomingCount: replaced == nil ? 1 : 0, protected: protected)
                 guard plan.satisfied else { throw .budgetFull(id, size: incoming, budget: limits.maxSize, keep: limits.keep) }
             }
             guard shortfall > 0 else { return }
-            let plan = planSkippingLocked(others, limits: .init(bytesToFree: shortfall), protected: protected)
+            let plan = planSkippingLocked(index, limits: .init(bytesToFree: shortfall), protected: protected)
             guard plan.satisfied else {
                 var error = BookCacheError.insufficientStorage(
                     bookBytes: incoming, reserve: limits.reserve, available: available, path: layout.root.path)
@@ -101,8 +102,7 @@ struct Evictor: Sendable {
         in index: IndexTransaction, keeping id: BookID, limits: (maxSize: Int64?, keep: Int?, reserve: Int64)
     ) throws(BookCacheError) -> [EvictedBook] {
         guard limits.maxSize != nil || limits.keep != nil else { return [] }
-        let plan = planSkippingLocked(
-            Array(index.books.values), limits: .init(maxSize: limits.maxSize, keep: limits.keep), protected: protected(besides: id))
+        let plan = planSkippingLocked(index, limits: .init(maxSize: limits.maxSize, keep: limits.keep), protected: protected(besides: id))
         if !plan.satisfied {
             logger.warning("the cache is over its limits; pinned or busy books keep it there", metadata: ["id": "\(id)"])
         }
@@ -112,13 +112,12 @@ struct Evictor: Sendable {
     /// Plans eviction, then checks only the chosen books' locks (not every book's): a victim
     /// that another process is downloading is protected and the plan is made again.
     private func planSkippingLocked(
-        _ books: [CachedBookMetadata], limits: EvictionPlanner.Limits, incomingBytes: Int64 = 0, incomingCount: Int = 0,
+        _ index: IndexTransaction, limits: EvictionPlanner.Limits, incomingBytes: Int64 = 0, incomingCount: Int = 0,
         protected initial: Set<String>
     ) -> EvictionPlanner.Plan {
         var protected = initial
         while true {
-            let plan = EvictionPlanner.plan(
-                books: books, limits: limits, incomingBytes: incomingBytes, incomingCount: incomingCount, protected: protected)
+            let plan = index.plan(limits: limits, incomingBytes: incomingBytes, incomingCount: incomingCount, protected: protected)
             let busy = plan.victims.filter(lockedElsewhere).map(\.id)
             if busy.isEmpty { return plan }
             protected.formUnion(busy)
@@ -129,7 +128,7 @@ struct Evictor: Sendable {
     func prune(_ limits: EvictionPlanner.Limits, dryRun: Bool) throws(BookCacheError) -> EvictionPlanner.Plan {
         var result = EvictionPlanner.Plan(victims: [], freedBytes: 0, satisfied: true)
         let body = { (index: IndexTransaction) throws(BookCacheError) in
-            result = planSkippingLocked(Array(index.books.values), limits: limits, protected: protected(besides: nil))
+            result = planSkippingLocked(index, limits: limits, protected: protected(besides: nil))
             if !dryRun { _ = try remove(result.victims, from: index, reason: .prune) }
         }
         if dryRun {

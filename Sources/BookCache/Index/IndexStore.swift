@@ -238,7 +238,29 @@ final class IndexTransaction {
         }
     }
 
-    /// Every record, by id (reads the whole index: for planning over all books).
+    /// An eviction plan read from the index in least-recently-used order: the totals, then
+    /// only as many unpinned books as the plan takes.
+    func plan(
+        limits: EvictionPlanner.Limits, incomingBytes: Int64 = 0, incomingCount: Int = 0, protected: Set<String>
+    ) -> EvictionPlanner.Plan {
+        do {
+            let totals = try index.totals().values
+            var planning = EvictionPlanner.Planning(
+                total: totals.reduce(0) { $0 + $1.bytes } + incomingBytes, count: totals.reduce(0) { $0 + $1.count } + incomingCount,
+                limits: limits)
+            try index.leastRecentlyUsed { id, _ throws(SQLiteError) in
+                guard !protected.contains(id) else { return true }
+                guard let record = try index.record(id) else { return true }
+                return planning.consider(record)
+            }
+            return planning.plan
+        } catch {
+            failure = failure ?? error
+            return EvictionPlanner.Plan(victims: [], freedBytes: 0, satisfied: false)
+        }
+    }
+
+    /// Every record, by id (reads the whole index).
     var books: [String: CachedBookMetadata] {
         var all: [String: CachedBookMetadata] = [:]
         do {
