@@ -56,6 +56,13 @@ final class IndexStore: Sendable {
         }
     }
 
+    /// Calls `body` with every record (or every one of a type) in id order, one row at a time,
+    /// so memory does not grow with the cache.
+    func forEachRecord(ofType type: BookType?, _ body: (CachedBookMetadata) -> Void) throws(BookCacheError) {
+        guard FileManager.default.fileExists(atPath: layout.root.path) else { return }
+        try withIndex { index throws(SQLiteError) in try index.forEachRecord(ofType: type) { body($0) } }
+    }
+
     /// Books and bytes per type, and the pinned ones: one row per type, kept by the database.
     func totals() throws(BookCacheError) -> [BookType: (count: Int, bytes: Int64, pinnedCount: Int, pinnedBytes: Int64)] {
         guard FileManager.default.fileExists(atPath: layout.root.path) else { return [:] }

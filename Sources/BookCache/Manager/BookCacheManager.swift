@@ -116,6 +116,22 @@ public actor BookCacheManager {
         return try store.read().sortedBooks
     }
 
+    /// Calls `body` with every cached book (or every book of a type), in id order, reading the
+    /// index one row at a time: memory does not grow with the cache, so a listing of a million
+    /// books stays small. It runs on the calling thread and blocks on the index: call it from a
+    /// thread of your own or a dispatch queue, not from a task on the cooperative pool.
+    /// - Parameters:
+    ///   - type: Only books of this type, or all when `nil`.
+    ///   - body: Called with each record.
+    /// - Throws: ``BookCacheError`` when the index cannot be read.
+    public nonisolated func forEachBook(ofType type: BookType? = nil, _ body: (CachedBookMetadata) -> Void) throws(BookCacheError) {
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: layout.root.path, isDirectory: &isDirectory), !isDirectory.boolValue {
+            throw .cacheDirectoryUnusable(layout.root.path, "it is a file, not a directory")
+        }
+        try store.forEachRecord(ofType: type, body)
+    }
+
     /// The total size of the cached books, in bytes.
     public func totalSize() throws(BookCacheError) -> Int64 {
         try allBooks().reduce(0) { $0 + $1.fileSize }

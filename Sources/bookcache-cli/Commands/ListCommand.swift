@@ -20,6 +20,22 @@ struct ListCommand: AsyncParsableCommand {
 
     func run() async throws {
         let manager = try global.makeManager()
+        if json {
+            // Streamed from the index a row at a time, written a megabyte at a time.
+            let type = self.type
+            let outcome = await BlockingWork.run { () -> Result<Void, BookCacheError> in
+                var writer = ListedBook.StreamWriter()
+                do throws(BookCacheError) {
+                    try manager.forEachBook(ofType: type) { book in writer.add(ListedBook.redacted(book)) }
+                } catch {
+                    return .failure(error)
+                }
+                writer.finish()
+                return .success(())
+            }
+            if case .failure(let error) = outcome { throw fail(error) }
+            return
+        }
         var books: [CachedBookMetadata]
         do {
             books = try await manager.allBooks()
@@ -27,16 +43,7 @@ struct ListCommand: AsyncParsableCommand {
             throw fail(error)
         }
         if let type { books = books.filter { $0.bookType == type } }
-        books = books.map { book in
-            var book = book
-            book.fileUrl = redact(book.fileUrl)
-            book.coverUrl = book.coverUrl.map(redact)
-            return book
-        }
-        if json {
-            Terminal.write(bytes: ListedBook.jsonBytes(books))
-            return
-        }
+        books = books.map(ListedBook.redacted)
         if books.isEmpty {
             Terminal.write("No books cached in \(manager.layout.root.path).")
             return
@@ -57,44 +64,54 @@ struct ListCommand: AsyncParsableCommand {
         Terminal.write("\(books.count) book\(books.count == 1 ? "" : "s"), \(ByteFormat.string(total))")
     }
 
-    private func redact(_ string: String) -> String {
-        // Only a URL with an '@' can carry credentials; parsing 10,000 URLs is not free.
-        guard string.utf8.contains(UInt8(ascii: "@")) else { return string }
-        return URL(string: string).map(URLRedaction.redacted) ?? string
-    }
 }
 
 /// A record as `list --json` prints it: every field, plus `status` (`cached` or `outdated`).
 /// Written by hand rather than with `JSONEncoder`: with 10,000 books it is most of the command's
-/// time otherwise. The output is the same: pretty, sorted keys, ISO-8601 dates. Large listings
-/// are written on every core, each taking a contiguous slice of the books.
+/// time otherwise. The output is the same: pretty, sorted keys, ISO-8601 dates.
 enum ListedBook {
     static func status(_ record: CachedBookMetadata) -> String { record.outdated ? "outdated" : "cached" }
 
-    /// The UTF-8 bytes of the array, without a trailing newline.
-    static func jsonBytes(_ books: [CachedBookMetadata]) -> [UInt8] {
-        if books.isEmpty { return Array("[\n\n]".utf8) }
-        let lanes = books.count > 2000 ? max(1, min(ProcessInfo.processInfo.activeProcessorCount, 8)) : 1
-        let parts = (0..<lanes).map { _ in Part() }
-        let per = (books.count + lanes - 1) / lanes
-        Lanes.run(lanes) { lane in
-            var writer = JSONWriter()
-            writer.bytes.reserveCapacity(per * 640)
-            for position in (lane * per)..<min(books.count, (lane + 1) * per) {
-                writer.record(books[position], last: position == books.count - 1)
-            }
-            parts[lane].bytes = writer.bytes
-        }
-        var out = Array("[\n".utf8)
-        out.reserveCapacity(parts.reduce(2) { $0 + $1.bytes.count })
-        for part in parts { out += part.bytes }
-        out += Array("]".utf8)
-        return out
+    /// The record with credentials removed from its URLs.
+    static func redacted(_ book: CachedBookMetadata) -> CachedBookMetadata {
+        var book = book
+        book.fileUrl = redact(book.fileUrl)
+        book.coverUrl = book.coverUrl.map(redact)
+        return book
     }
 
-    /// One lane's bytes, read after every lane has finished.
-    private final class Part: @unchecked Sendable {
-        var bytes: [UInt8] = []
+    private static func redact(_ string: String) -> String {
+        // Only a URL with an '@' can carry credentials; parsing 10,000 URLs is not free.
+        guard string.utf8.contains(UInt8(ascii: "@")) else { return string }
+        return URL(string: string).map(URLRedaction.redacted) ?? string
+    }
+
+    /// Writes the JSON array to standard output as records arrive, a megabyte at a time.
+    struct StreamWriter {
+        private var writer = JSONWriter()
+        private var first = true
+
+        init() {
+            writer.bytes.reserveCapacity(1 << 20 + 4096)
+            writer.append("[\n")
+        }
+
+        mutating func add(_ book: CachedBookMetadata) {
+            if !first { writer.append(",\n") }
+            first = false
+            writer.record(book)
+            if writer.bytes.count >= 1 << 20 {
+                FileHandle.standardOutput.write(Data(writer.bytes))
+                writer.bytes.removeAll(keepingCapacity: true)
+            }
+        }
+
+        /// Ends the array (the same bytes `JSONEncoder` would write, with a final newline).
+        mutating func finish() {
+            writer.append("\n]\n")
+            FileHandle.standardOutput.write(Data(writer.bytes))
+            writer.bytes.removeAll()
+        }
     }
 
     /// Appends records with their keys in sorted order (the order `JSONEncoder` uses with `.sortedKeys`).
@@ -110,7 +127,8 @@ enum ListedBook {
             append("]")
         }
 
-        mutating func record(_ book: CachedBookMetadata, last: Bool) {
+        /// One record, from `  {` to `  }`, without what separates it from the next.
+        mutating func record(_ book: CachedBookMetadata) {
             append("  {\n")
             var first = true
             func field(_ key: StaticString, _ write: (inout JSONWriter) -> Void) {
@@ -144,7 +162,7 @@ enum ListedBook {
             }
             field("title") { $0.string(book.title) }
             if !book.warnings.isEmpty { field("warnings") { $0.stringArray(book.warnings) } }
-            append(last ? "\n  }\n" : "\n  },\n")
+            append("\n  }")
         }
 
         mutating func append(_ text: String) {

@@ -102,10 +102,12 @@ final class SQLiteIndex {
         return record
     }
 
-    /// Every record, in id order, one at a time.
-    func forEachRecord(_ body: (CachedBookMetadata) throws(SQLiteError) -> Void) throws(SQLiteError) {
-        let statement = try database.statement("SELECT \(Self.columns) FROM book ORDER BY id")
+    /// Every record (or every one of a type), in id order, one at a time.
+    func forEachRecord(ofType type: BookType? = nil, _ body: (CachedBookMetadata) throws(SQLiteError) -> Void) throws(SQLiteError) {
+        let statement = try database.statement(
+            type == nil ? "SELECT \(Self.columns) FROM book ORDER BY id" : "SELECT \(Self.columns) FROM book WHERE bookType = ? ORDER BY id")
         defer { statement.reset() }
+        if let type { statement.bind(type.rawValue, at: 1) }
         var sourcesByBook: [String: [String]] = [:]
         let sourceRows = try database.statement("SELECT book, source FROM book_source ORDER BY book, position")
         while try sourceRows.step() {
