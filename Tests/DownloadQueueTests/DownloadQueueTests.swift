@@ -1,5 +1,5 @@
 import BookCacheTestSupport
-import DownloadQueue
+@testable import DownloadQueue
 import Foundation
 import Logging
 import Synchronization
@@ -28,6 +28,18 @@ func makeQueue(maxConcurrent: Int = 4, retries: Int = 3, clock: ManualDownloadCl
 @Suite("DownloadQueue against the fault server", .timeLimit(.minutes(1)))
 struct DownloadQueueTests {
     let body = payload(100_000)
+
+    @Test("an enqueued job that ends, in success or failure, leaves nothing behind in the queue")
+    func enqueuedJobsAreForgotten() async throws {
+        try await withServerAndDirectory(files: ["b": body]) { server, dir in
+            let queue = makeQueue(retries: 0)
+            let good = await queue.enqueue(job(server, "b", in: dir, as: "b"))
+            let bad = await queue.enqueue(job(server, "status/404", in: dir, as: "missing"))
+            _ = try await good.result()
+            await #expect(throws: DownloadError.self) { try await bad.result() }
+            #expect(await queue.trackedJobCount == 0)
+        }
+    }
 
     @Test("a job that ends in its slot without a request frees the slot, and sends nothing")
     func slotWithoutRequest() async throws {

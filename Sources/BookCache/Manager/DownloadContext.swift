@@ -1,7 +1,6 @@
 import DownloadQueue
 import Foundation
 import Logging
-import Synchronization
 
 /// The steps of one book download, run off the manager's actor so it stays responsive, top to
 /// bottom: the queue admits the job; the book's lock is taken; a book another process cached

@@ -100,12 +100,15 @@ public actor DownloadQueue {
         let task = Task { () throws -> DownloadedFile in
             defer { continuation.finish() }
             await slot.waitForAdmission()
-            do {
-                return try await slot.download()
+            let outcome: Result<DownloadedFile, DownloadError>
+            do throws(DownloadError) {
+                outcome = .success(try await slot.download())
             } catch {
-                await slot.end()
-                throw error
+                outcome = .failure(error)
             }
+            // Success or failure, the job is done: its slot and its task go.
+            await slot.end()
+            return try outcome.get()
         }
         tasks[slot.id] = task
         return DownloadHandle(id: slot.id, events: stream, task: task)
@@ -223,6 +226,9 @@ public actor DownloadQueue {
     func forget(_ id: DownloadJobID) {
         tasks[id] = nil
     }
+
+    /// Jobs the queue still keeps a task for (enqueued and not yet ended), for tests.
+    var trackedJobCount: Int { tasks.count }
 
     // MARK: - Slots
 

@@ -24,7 +24,6 @@ public final class DownloadSlot: Sendable {
         var held = false
         /// Whether the job was admitted (false when it was cancelled while waiting).
         var admitted = false
-        var ended = false
     }
 
     init(
@@ -110,7 +109,6 @@ public final class DownloadSlot: Sendable {
     /// Frees the slot if it is still held (the caller's work ended without a download, or failed).
     func end() async {
         await giveUpSlot()
-        state.withLock { $0.ended = true }
         await queue.forget(id)
     }
 
