@@ -237,12 +237,12 @@ struct BookCacheManagerTests {
             try await manager.touch(pride)
             let before = try await manager.allBooks()
 
-            // When the index and its journal are lost
-            for name in ["metadata.json", "metadata.journal"] {
+            // When the index (the database and its log) is lost
+            for name in ["index.sqlite", "index.sqlite-wal", "index.sqlite-shm"] {
                 let file = dir.path("cache").appendingPathComponent(name)
                 if FileManager.default.fileExists(atPath: file.path) { try FileManager.default.removeItem(at: file) }
             }
-            #expect(!FileManager.default.fileExists(atPath: dir.path("cache/metadata.json").path))
+            #expect(!FileManager.default.fileExists(atPath: dir.path("cache/index.sqlite").path))
 
             // Then a new manager rebuilds them from the sidecars with the pin and the access time
             let rebuilt = try await makeManager(dir, clock: clock).allBooks()
