@@ -79,12 +79,13 @@ struct SQLiteIndexTests {
         #expect(seen == ["ebook-b2", "ebook-b3"])
     }
 
-    @Test("an import lands in one transaction and another connection sees all of it")
+    @Test("a new database is populated in one transaction, and another connection sees all of it")
     func importAll() throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let path = dir.path("index.sqlite").path
-        try SQLiteIndex(path: path).importAll(try (0..<500).map { try record($0) })
+        let records = try (0..<500).map { try record($0) }
+        _ = try SQLiteIndex(path: path, populate: { records })
         var count = 0
         try SQLiteIndex(path: path).forEachRecord { _ in count += 1 }
         #expect(count == 500)

@@ -134,7 +134,8 @@ public actor BookCacheManager {
 
     /// The total size of the cached books, in bytes.
     public func totalSize() throws(BookCacheError) -> Int64 {
-        try allBooks().reduce(0) { $0 + $1.fileSize }
+        try checkRootIsUsable()
+        return try store.totals().values.reduce(0) { $0 + $1.bytes }
     }
 
     /// Counts and bytes per type, and the free space on the cache's filesystem.

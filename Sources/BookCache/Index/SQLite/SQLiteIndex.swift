@@ -201,21 +201,6 @@ final class SQLiteIndex {
         return changes.int64(0) > 0
     }
 
-    /// Imports every record of an index of the previous version, in one transaction, then folds
-    /// the write-ahead log into the database so the next process opens it at once.
-    func importAll(_ records: some Sequence<CachedBookMetadata>) throws(SQLiteError) {
-        do {
-            try database.writing { () throws(SQLiteError) in
-                for record in records { try put(record) }
-            }
-        } catch {
-            switch error {
-            case .database(let failure), .body(let failure): throw failure
-            }
-        }
-        try database.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    }
-
     // MARK: - Rows
 
     private static func record(from row: SQLiteStatement) throws(SQLiteError) -> CachedBookMetadata {
