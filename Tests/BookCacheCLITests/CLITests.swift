@@ -1,3 +1,4 @@
+import BookCache
 import BookCacheTestSupport
 import Foundation
 import Testing
@@ -223,6 +224,50 @@ struct CLITests {
             #expect(!url.contains("secret"), "credentials are redacted: \(url)")
             if number % 500 == 0 { #expect(url.contains("***@"), "\(url)") }
         }
+    }
+
+    @Test("list --json writes every field of a record, as the record's own Codable form does (a new field cannot be forgotten)")
+    func listedFieldsMatchTheRecord() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let cache = directory.path("cache")
+        try FileManager.default.createDirectory(at: cache.appendingPathComponent("ebooks"), withIntermediateDirectories: true)
+        // Given a record with every optional set and every list filled
+        var record = CachedBookMetadata(
+            id: try BookID(type: .ebook, bookId: "full"), title: "Full \"record\"", coverUrl: "http://127.0.0.1:1/c.jpg",
+            fileUrl: "http://127.0.0.1:1/full.epub", localPath: "ebooks/full.epub", fileSize: 1234,
+            downloadedAt: Date(timeIntervalSince1970: 1_790_000_000.25), lastAccessedAt: Date(timeIntervalSince1970: 1_790_000_100.5),
+            checksum: String(repeating: "b", count: 64), format: .epub, etag: "\"e1\"", lastModified: "Tue, 24 Nov 2026 02:00:00 GMT")
+        record.pinned = true
+        record.outdated = true
+        record.coverPath = "ebooks/full.cover.jpg"
+        record.syncSources = ["https://example.org/feed"]
+        record.authors = ["A. Author", "B. Author"]
+        record.warnings = ["a warning"]
+        for child in Mirror(reflecting: record).children {
+            let label = child.label ?? "?"
+            let value = Mirror(reflecting: child.value)
+            #expect(value.displayStyle != .optional || !value.children.isEmpty, "set \(label) in this test")
+            #expect(value.displayStyle != .collection || !value.children.isEmpty, "fill \(label) in this test")
+        }
+        // (written as the previous version's index, which the first command imports)
+        let encoded = try JSONSerialization.jsonObject(with: MetadataCoding.encoder().encode(record)) as? [String: Any]
+        let index = try JSONSerialization.data(withJSONObject: ["schemaVersion": 1, "books": ["ebook-full": try #require(encoded)]])
+        try index.write(to: cache.appendingPathComponent("metadata.json"))
+
+        // When it is listed as JSON
+        let result = try await bookcache(["list", "--json", "--cache-dir", cache.path])
+        #expect(result.status == 0, "\(result.stderr)")
+
+        // Then it has exactly the record's fields with the same values, plus its status
+        let listed = try #require((try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [[String: Any]])?.first)
+        var expected = try #require(encoded)
+        expected["status"] = "outdated"
+        #expect(Set(listed.keys) == Set(expected.keys))
+        func canonical(_ object: [String: Any]) throws -> String {
+            String(decoding: try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]), as: UTF8.self)
+        }
+        #expect(try canonical(listed) == canonical(expected))
     }
 
     @Test("--help describes every subcommand")

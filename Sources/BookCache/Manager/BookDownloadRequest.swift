@@ -197,7 +197,7 @@ public struct BookDownloadRequest: Sendable, Hashable {
     private static func safeStem(_ text: String, maxLength: Int, fallback: String) -> String {
         var cleaned = ""
         for scalar in text.unicodeScalars {
-            let allowed = scalar.isASCII && (scalar.properties.isAlphabetic || ("0"..."9").contains(scalar) || "._-".unicodeScalars.contains(scalar))
+            let allowed = scalar.isASCII && BookID.isAllowed(UInt8(scalar.value))
             if allowed {
                 cleaned.unicodeScalars.append(scalar)
             } else if !cleaned.hasSuffix("_") {

@@ -44,18 +44,29 @@ public struct BookID: Sendable, Hashable, Comparable, Codable, CustomStringConve
 
     public static func < (lhs: BookID, rhs: BookID) -> Bool { lhs.description < rhs.description }
 
+    /// Whether `byte` may appear in a book id: `A–Z a–z 0–9 . _ -`.
+    static func isAllowed(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+            UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "-"):
+            true
+        default: false
+        }
+    }
+
     /// Why `bookId` is not acceptable, or `nil` when it is.
     static func problem(with bookId: String) -> String? {
         if bookId.isEmpty { return "the book id is empty" }
         if bookId.utf8.count > maxLength { return "the book id is longer than \(maxLength) characters" }
-        for scalar in bookId.unicodeScalars {
-            let ok = scalar.isASCII && (scalar.properties.isAlphabetic || ("0"..."9").contains(scalar) || scalar == "." || scalar == "_" || scalar == "-")
-            if !ok {
-                return "'\(scalar.escaped(asASCII: true))' is not allowed; use only A-Z a-z 0-9 . _ -"
-            }
+        if !bookId.utf8.allSatisfy(isAllowed),
+            let scalar = bookId.unicodeScalars.first(where: { !$0.isASCII || !isAllowed(UInt8($0.value)) })
+        {
+            return "'\(scalar.escaped(asASCII: true))' is not allowed; use only A-Z a-z 0-9 . _ -"
         }
-        if bookId.hasPrefix(".") { return "the book id must not start with '.'" }
-        if bookId.contains("..") { return "the book id must not contain '..'" }
+        if bookId.utf8.first == UInt8(ascii: ".") { return "the book id must not start with '.'" }
+        if zip(bookId.utf8, bookId.utf8.dropFirst()).contains(where: { $0 == UInt8(ascii: ".") && $1 == UInt8(ascii: ".") }) {
+            return "the book id must not contain '..'"
+        }
         return nil
     }
 
