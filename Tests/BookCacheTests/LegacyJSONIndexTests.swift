@@ -5,236 +5,131 @@ import Testing
 
 @testable import BookCache
 
-@Suite("The metadata index")
-struct IndexStoreTests {
-    func record(_ id: BookID, size: Int64 = 3) -> CachedBookMetadata {
+/// Writes an index as the previous version wrote it: `metadata.json` with sorted keys, and
+/// optionally journal lines after it.
+enum LegacyFiles {
+    static func snapshot(_ records: [CachedBookMetadata], schemaVersion: Int = 1) throws -> Data {
+        struct Snapshot: Encodable {
+            var schemaVersion: Int
+            var books: [String: CachedBookMetadata]
+        }
+        let books = Dictionary(uniqueKeysWithValues: records.map { ($0.id, $0) })
+        return try MetadataCoding.encoder().encode(Snapshot(schemaVersion: schemaVersion, books: books))
+    }
+
+    static func write(_ records: [CachedBookMetadata], journal: [String] = [], to layout: CacheLayout) throws {
+        try FileManager.default.createDirectory(at: layout.root, withIntermediateDirectories: true)
+        try snapshot(records).write(to: layout.indexFile)
+        if !journal.isEmpty { try Data(journal.joined().utf8).write(to: layout.journalFile) }
+    }
+
+    static func line(set record: CachedBookMetadata) throws -> String {
+        #"{"set":"# + String(decoding: try MetadataCoding.encoder().encode(record), as: UTF8.self) + "}\n"
+    }
+}
+
+/// The previous version's index (`metadata.json` + `metadata.journal`), read once to import it.
+@Suite("Importing the previous index")
+struct LegacyJSONIndexTests {
+    func record(_ name: String, size: Int64 = 3) throws -> CachedBookMetadata {
+        let id = try BookID(type: .ebook, bookId: name)
         let date = Date(timeIntervalSince1970: 1_700_000_000.5)
         return CachedBookMetadata(
-            id: id, title: "T \(id)", coverUrl: nil, fileUrl: "https://example.com/\(id.bookId).epub",
-            localPath: "\(id.type.folderName)/\(id.bookId).epub", fileSize: size, downloadedAt: date, lastAccessedAt: date,
+            id: id, title: "T \(id)", coverUrl: nil, fileUrl: "https://example.com/\(name).epub",
+            localPath: "ebooks/\(name).epub", fileSize: size, downloadedAt: date, lastAccessedAt: date,
             checksum: String(repeating: "a", count: 64), format: .epub, etag: "\"e\"", lastModified: nil)
     }
 
-    func makeStore(_ dir: TemporaryDirectory) throws -> LegacyJSONIndex {
+    func makeLayout(_ dir: TemporaryDirectory) throws -> CacheLayout {
         let layout = CacheLayout(root: dir.url)
         for type in BookType.allCases { try FileManager.default.createDirectory(at: layout.folder(for: type), withIntermediateDirectories: true) }
-        return LegacyJSONIndex(layout: layout, logger: Logger(label: "test"))
+        return layout
     }
 
-    @Test("escaped strings in a snapshot decode as JSONDecoder decodes them", arguments: [
-        #"plain"#, #"\"quoted\""#, #"back\\slash and \/ slash"#, #"\b\f\n\r\t"#, #"caf\u00e9 \u00C9"#,
-        #"books \ud83d\udcda!"#, #"\u0000nul"#,
-    ])
-    func escapedStrings(escaped: String) throws {
-        let record = record(try BookID(parsing: "ebook-x"))
-        var json = String(decoding: try MetadataCoding.encoder().encode(record), as: UTF8.self)
-        json = json.replacingOccurrences(of: #""title":"T ebook-x""#, with: #""title":"\#(escaped)""#)
-        let expected = try MetadataCoding.decoder().decode(CachedBookMetadata.self, from: Data(json.utf8))
-        let snapshot = #"{"schemaVersion":1,"books":{"ebook-x":\#(json)}}"#
-        let index = try MetadataIndex(snapshot: Data(snapshot.utf8))
-        #expect(index[key: "ebook-x"] == expected)
-        #expect(index.sortedBooks == [expected])
-        #expect(expected.title != "T ebook-x", "the title was replaced")
-
-        // The direct scanner (not only its JSONDecoder fallback) reads the string the same way
-        let literal = Data(("\"" + escaped + "\"").utf8)
-        let scanned = try literal.withUnsafeBytes { raw in
-            var scanner = JSONScanner(bytes: raw, base: 0)
-            return try scanner.string()
-        }
-        #expect(scanned == (try JSONDecoder().decode(String.self, from: literal)))
+    /// Gives a record its file and sidecar, as a download did.
+    func putOnDisk(_ record: CachedBookMetadata, _ layout: CacheLayout) throws {
+        try Data(repeating: 0x61, count: Int(record.fileSize)).write(to: layout.url(forRelativePath: record.localPath))
+        try MetadataCoding.encoder().encode(record).write(to: layout.url(forRelativePath: layout.relativeSidecarPath(for: try record.bookID)))
     }
 
-    @Test("no update is lost when many stores update at once")
-    func concurrentUpdates() async throws {
+    @Test("the journal's complete lines are applied in order after the snapshot; a torn last line is ignored")
+    func journalReplay() throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
-        let stores = try (0..<4).map { _ in try makeStore(dir) }
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            for i in 0..<200 {
-                let store = stores[i % stores.count]
-                let id = try BookID(type: .ebook, bookId: "b\(i)")
-                let record = record(id)
-                group.addTask { try store.update { $0[id] = record } }
+        let layout = try makeLayout(dir)
+        var changed = try record("a")
+        changed.title = "changed later"
+        try LegacyFiles.write(
+            [try record("a"), try record("b"), try record("c")],
+            journal: [try LegacyFiles.line(set: changed), #"{"remove":"ebook-b"}"# + "\n", try LegacyFiles.line(set: try record("d")), #"{"set":{"id":"ebook-tor"#],
+            to: layout)
+        let records = try LegacyJSONIndex(layout: layout, logger: Logger(label: "test")).records()
+        #expect(records.map(\.id) == ["ebook-a", "ebook-c", "ebook-d"])
+        #expect(records.first?.title == "changed later")
+    }
+
+    @Test("a record that does not decode is left out; the others are imported")
+    func undecodableRecord() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let layout = try makeLayout(dir)
+        let good = String(decoding: try MetadataCoding.encoder().encode(try record("a")), as: UTF8.self)
+        let json = """
+            {
+              "books" : {
+                "ebook-a" : \(good),
+                "ebook-b" : {"broken": true}
+              },
+              "schemaVersion" : 1
             }
-            try await group.waitForAll()
-        }
-        #expect(try stores[0].read().books.count == 200)
+            """
+        try Data(json.utf8).write(to: layout.indexFile)
+        #expect(try LegacyJSONIndex(layout: layout, logger: Logger(label: "test")).records() == [try record("a")])
     }
 
-    @Test("dates keep fractional seconds through a round trip")
-    func roundTrip() throws {
+    @Test("a damaged previous index is moved aside and the new index is rebuilt from the sidecars", arguments: ["garbage", "truncated", "bad journal line"])
+    func damaged(damage: String) throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
-        let store = try makeStore(dir)
-        let id = try BookID(parsing: "ebook-x")
-        try store.update { $0[id] = record(id) }
-        #expect(try store.read()[id] == record(id))
-    }
-
-    @Test("an unreadable index is moved aside and rebuilt from the sidecars", arguments: ["garbage", "truncated", "deleted"])
-    func rebuild(damage: String) throws {
-        let dir = try TemporaryDirectory()
-        defer { dir.remove() }
-        let store = try makeStore(dir)
-        let layout = store.layout
+        let layout = try makeLayout(dir)
         // Given two books with files and sidecars, and one sidecar whose file is gone
-        var kept: [BookID] = []
-        for name in ["one", "two", "gone"] {
-            let id = try BookID(type: .ebook, bookId: name)
-            let meta = record(id)
-            if name != "gone" {
-                try Data("abc".utf8).write(to: layout.url(forRelativePath: meta.localPath))
-                kept.append(id)
-            }
-            try MetadataCoding.encoder().encode(meta).write(to: layout.url(forRelativePath: layout.relativeSidecarPath(for: id)))
-            try store.update { $0[id] = meta }
-        }
-        // When the index is damaged
-        let index = layout.indexFile
+        let kept = [try record("one"), try record("two")]
+        for book in kept { try putOnDisk(book, layout) }
+        let gone = try record("gone")
+        try MetadataCoding.encoder().encode(gone).write(to: layout.url(forRelativePath: layout.relativeSidecarPath(for: try gone.bookID)))
+        try LegacyFiles.write(kept + [gone], to: layout)
+        // When the previous index is damaged
         switch damage {
-        case "garbage": try Data("{not json".utf8).write(to: index)
+        case "garbage": try Data("{not json".utf8).write(to: layout.indexFile)
         case "truncated":
-            let data = try Data(contentsOf: index)
-            try data.prefix(data.count / 2).write(to: index)
-        default: try FileManager.default.removeItem(at: index)
+            let data = try Data(contentsOf: layout.indexFile)
+            try data.prefix(data.count / 2).write(to: layout.indexFile)
+        default: try Data("not a journal line\n".utf8).write(to: layout.journalFile)
         }
-        // Then reading rebuilds it with the original metadata
-        let rebuilt = try store.read()
-        #expect(Set(rebuilt.books.keys) == Set(kept.map(\.description)))
-        #expect(rebuilt[kept[0]] == record(kept[0]))
-        #expect(FileManager.default.fileExists(atPath: index.path))
-        if damage == "deleted" { return }
-        let aside = try FileManager.default.contentsOfDirectory(atPath: dir.url.path).filter { $0.hasPrefix("metadata.json.corrupt-") }
-        #expect(aside.count == 1)
+        // Then the new index holds the books on disk, and the damaged files are kept aside
+        let store = IndexStore(layout: layout, logger: Logger(label: "test"))
+        #expect(try store.allRecords() == kept)
+        let names = try FileManager.default.contentsOfDirectory(atPath: dir.url.path)
+        #expect(names.contains { $0.hasPrefix("metadata.json.corrupt-") })
+        #expect(!names.contains("metadata.json"))
     }
 
-    @Test("an index from a newer schema is refused and left untouched")
+    @Test("a previous index from a newer schema is refused and left untouched")
     func newerSchema() throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
-        let store = try makeStore(dir)
+        let layout = try makeLayout(dir)
         let future = Data(#"{"schemaVersion": 99, "books": {}, "somethingNew": true}"#.utf8)
-        try future.write(to: store.layout.indexFile)
-        let error = #expect(throws: BookCacheError.self) { try store.read() }
+        try future.write(to: layout.indexFile)
+        let error = #expect(throws: BookCacheError.self) { try IndexStore(layout: layout, logger: Logger(label: "test")).allRecords() }
         #expect(error?.kind == .indexUnusable)
-        #expect(error?.message.contains("newer") == true)
-        let updateError = #expect(throws: BookCacheError.self) { try store.update { _ in } }
-        #expect(updateError?.kind == .indexUnusable)
-        #expect(try Data(contentsOf: store.layout.indexFile) == future)
+        #expect(error?.message.contains("newer") == true, "\(error?.message ?? "")")
+        #expect(try Data(contentsOf: layout.indexFile) == future)
     }
 }
 
-@Suite("The index journal")
-struct IndexJournalTests {
-    func record(_ name: String, size: Int64 = 3) -> CachedBookMetadata {
-        // Names here are fixed and valid; a bad one is a broken test, so crash loudly.
-        let id = try! BookID(type: .ebook, bookId: name)
-        let date = Date(timeIntervalSince1970: 1_700_000_000.5)
-        return CachedBookMetadata(
-            id: id, title: name, coverUrl: nil, fileUrl: "https://example.com/\(name).epub", localPath: "ebooks/\(name).epub",
-            fileSize: size, downloadedAt: date, lastAccessedAt: date, checksum: String(repeating: "b", count: 64), format: .epub,
-            etag: nil, lastModified: nil)
-    }
-
-    func makeStore(_ dir: TemporaryDirectory, threshold: Int = 512) -> LegacyJSONIndex {
-        LegacyJSONIndex(layout: CacheLayout(root: dir.url), logger: Logger(label: "test"), compactionThreshold: threshold)
-    }
-
-    @Test("changes after the first go to the journal, one line per changed record")
-    func appends() throws {
-        let dir = try TemporaryDirectory()
-        defer { dir.remove() }
-        let store = makeStore(dir)
-        try store.update { $0[key: "ebook-a"] = record("a") }
-        #expect(FileManager.default.fileExists(atPath: store.layout.indexFile.path))
-        let snapshot = try Data(contentsOf: store.layout.indexFile)
-        try store.update { $0[key: "ebook-b"] = record("b") }
-        try store.update { $0[key: "ebook-a"] = nil }
-        #expect(try Data(contentsOf: store.layout.indexFile) == snapshot, "the snapshot is not rewritten per change")
-        let lines = try String(contentsOf: store.layout.journalFile, encoding: .utf8).split(separator: "\n")
-        #expect(lines.count == 2)
-        #expect(Set(try store.read().books.keys) == ["ebook-b"])
-        // A fresh store (another process) sees the same
-        #expect(Set(try makeStore(dir).read().books.keys) == ["ebook-b"])
-    }
-
-    @Test("the journal is folded into a new snapshot once it is long enough")
-    func compaction() throws {
-        let dir = try TemporaryDirectory()
-        defer { dir.remove() }
-        let store = makeStore(dir, threshold: 4)
-        for i in 0..<10 {
-            try store.update { $0[key: "ebook-b\(i)"] = record("b\(i)") }
-        }
-        let journal = (try? Data(contentsOf: store.layout.journalFile)) ?? Data()
-        let lines = journal.split(separator: 0x0A).count
-        #expect(lines < 10, "compacted: \(lines) lines left")
-        #expect(try makeStore(dir).read().books.count == 10)
-    }
-
-    @Test("a torn last line from a killed writer is ignored, then cut off by the next update")
-    func tornTail() throws {
-        let dir = try TemporaryDirectory()
-        defer { dir.remove() }
-        let store = makeStore(dir)
-        try store.update { $0[key: "ebook-a"] = record("a") }
-        try store.update { $0[key: "ebook-b"] = record("b") }
-        let handle = try FileHandle(forWritingTo: store.layout.journalFile)
-        try handle.seekToEnd()
-        try handle.write(contentsOf: Data(#"{"set":{"id":"ebook-c","boo"#.utf8))
-        try handle.close()
-        let fresh = makeStore(dir)
-        #expect(Set(try fresh.read().books.keys) == ["ebook-a", "ebook-b"])
-        try fresh.update { $0[key: "ebook-d"] = record("d") }
-        #expect(Set(try makeStore(dir).read().books.keys) == ["ebook-a", "ebook-b", "ebook-d"])
-        let text = try String(contentsOf: store.layout.journalFile, encoding: .utf8)
-        #expect(!text.contains("ebook-c"))
-    }
-
-    @Test("a damaged journal line is moved aside and the index rebuilt from what is on disk")
-    func damagedJournal() throws {
-        let dir = try TemporaryDirectory()
-        defer { dir.remove() }
-        let store = makeStore(dir)
-        let layout = store.layout
-        try FileManager.default.createDirectory(at: layout.folder(for: .ebook), withIntermediateDirectories: true)
-        for name in ["a", "b"] {
-            let meta = record(name)
-            try Data("abc".utf8).write(to: layout.url(forRelativePath: meta.localPath))
-            try MetadataCoding.encoder().encode(meta).write(to: layout.url(forRelativePath: "ebooks/\(name).meta.json"))
-            try store.update { $0[key: meta.id] = meta }
-        }
-        let handle = try FileHandle(forWritingTo: layout.journalFile)
-        try handle.seekToEnd()
-        try handle.write(contentsOf: Data("garbage that is not json\n".utf8))
-        try handle.close()
-        #expect(Set(try makeStore(dir).read().books.keys) == ["ebook-a", "ebook-b"])
-        let aside = try FileManager.default.contentsOfDirectory(atPath: dir.url.path).filter { $0.hasPrefix("metadata.journal.corrupt-") }
-        #expect(aside.count == 1)
-    }
-
-    @Test("two stores on one cache see each other's changes")
-    func twoStores() throws {
-        let dir = try TemporaryDirectory()
-        defer { dir.remove() }
-        let one = makeStore(dir, threshold: 3)
-        let two = makeStore(dir, threshold: 3)
-        for i in 0..<9 {
-            let store = i.isMultiple(of: 2) ? one : two
-            try store.update { $0[key: "ebook-x\(i)"] = record("x\(i)") }
-            #expect(try one.read().books.count == i + 1)
-            #expect(try two.read().books.count == i + 1)
-        }
-        try two.update { index in
-            for i in 0..<9 where i.isMultiple(of: 3) { index[key: "ebook-x\(i)"] = nil }
-        }
-        #expect(try one.read().books.count == 6)
-    }
-}
-
-@Suite("Index decoding")
-struct IndexDecodingTests {
+@Suite("Metadata dates")
+struct MetadataDateTests {
     @Test("the fast date path agrees with the general ISO-8601 parser", arguments: [
         "2026-11-22T12:04:51.802Z", "1970-01-01T00:00:00Z", "2000-02-29T23:59:59.5Z", "1999-12-31T23:59:59.999Z", "2024-03-01T00:00:00.000Z",
     ])
@@ -255,28 +150,5 @@ struct IndexDecodingTests {
     @Test("other date forms are left to the general parser", arguments: ["2026-11-22T12:04:51+02:00", "2026-13-01T00:00:00Z", "yesterday", "2026-11-22 12:04:51Z"])
     func otherDates(text: String) {
         #expect(MetadataCoding.parseUTC(text) == nil)
-    }
-
-    @Test("a snapshot is read lazily, pretty or compact, and one record decodes alone")
-    func lazySnapshot() throws {
-        let json = """
-            {
-              "books" : {
-                "ebook-a" : {"id": "ebook-a", "bookType": "ebook", "bookId": "a", "title": "A \\"quoted\\" {title}", "fileUrl": "https://e.com/a",
-                             "localPath": "ebooks/a.epub", "fileSize": 3, "downloadedAt": "2026-01-01T00:00:00Z",
-                             "lastAccessedAt": "2026-01-01T00:00:00Z", "checksum": "", "format": "epub"},
-                "ebook-b" : {"broken": true}
-              },
-              "schemaVersion" : 1
-            }
-            """
-        let index = try MetadataIndex(snapshot: Data(json.utf8))
-        #expect(index.count == 2)
-        #expect(index[key: "ebook-a"]?.title == "A \"quoted\" {title}")
-        #expect(index[key: "ebook-b"] == nil, "an undecodable record reads as absent")
-        #expect(index.books.keys.sorted() == ["ebook-a"])
-        for bad in ["{\"books\": {\"x\": {}", "{\"books\": {}}", "[1,2]", "{\"schemaVersion\": 1, \"books\": {\"a\": \"unterminated}}"] {
-            #expect(throws: (any Error).self) { try MetadataIndex(snapshot: Data(bad.utf8)) }
-        }
     }
 }

@@ -85,7 +85,7 @@ struct SQLiteIndexTests {
         defer { dir.remove() }
         let path = dir.path("index.sqlite").path
         let records = try (0..<500).map { try record($0) }
-        _ = try SQLiteIndex(path: path, populate: { records })
+        _ = try SQLiteIndex(path: path, populate: { insert throws(SQLiteError) in for record in records { try insert(record) } })
         var count = 0
         try SQLiteIndex(path: path).forEachRecord { _ in count += 1 }
         #expect(count == 500)
@@ -146,7 +146,7 @@ struct SQLiteIndexTests {
         let database = try SQLiteDatabase(path: layout.databaseFile.path)
         try database.execute("PRAGMA user_version = 99; PRAGMA wal_checkpoint(TRUNCATE)")
         let before = try Data(contentsOf: layout.databaseFile)
-        let error = #expect(throws: BookCacheError.self) { try IndexStore(layout: layout, logger: Logger(label: "test")).read() }
+        let error = #expect(throws: BookCacheError.self) { try IndexStore(layout: layout, logger: Logger(label: "test")).allRecords() }
         #expect(error?.message.contains("newer BookCache") == true, "\(error?.message ?? "")")
         #expect(try Data(contentsOf: layout.databaseFile) == before)
     }
@@ -156,12 +156,10 @@ struct SQLiteIndexTests {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let layout = CacheLayout(root: dir.url)
-        let legacy = LegacyJSONIndex(layout: layout, logger: Logger(label: "test"))
         let records = try (0..<20).map { try record($0) }
-        for record in records { try legacy.update { $0[key: record.id] = record } }
-        #expect(FileManager.default.fileExists(atPath: layout.indexFile.path))
+        try LegacyFiles.write(records, to: layout)
         let store = IndexStore(layout: layout, logger: Logger(label: "test"))
-        #expect(try store.read().sortedBooks == records.sorted { $0.id < $1.id })
+        #expect(try store.allRecords() == records.sorted { $0.id < $1.id })
         #expect(!FileManager.default.fileExists(atPath: layout.indexFile.path))
         #expect(FileManager.default.fileExists(atPath: layout.indexFile.path + ".imported"))
         #expect(try IndexStore(layout: layout, logger: Logger(label: "test")).record(BookID(parsing: "ebook-b7")) == records[7])

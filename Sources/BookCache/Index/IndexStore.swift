@@ -44,14 +44,13 @@ final class IndexStore: Sendable {
         return try withIndex { index throws(SQLiteError) in try index.record(id.description) }
     }
 
-    /// Every record; empty when there is no cache yet.
-    func read() throws(BookCacheError) -> MetadataIndex {
+    /// Every record, in id order; empty when there is no cache yet.
+    func allRecords() throws(BookCacheError) -> [CachedBookMetadata] {
         // A cache that was never created has nothing in it; reading must not create it.
-        guard FileManager.default.fileExists(atPath: layout.root.path) else { return MetadataIndex() }
+        guard FileManager.default.fileExists(atPath: layout.root.path) else { return [] }
         return try withIndex { index throws(SQLiteError) in
-            var all = MetadataIndex()
-            try index.forEachRecord { record in all[key: record.id] = record }
-            all.markClean()
+            var all: [CachedBookMetadata] = []
+            try index.forEachRecord { all.append($0) }
             return all
         }
     }
@@ -141,31 +140,54 @@ final class IndexStore: Sendable {
             // one it would bring back pages of the old.
             for suffix in ["-wal", "-shm"] { unlink(path + suffix) }
         }
-        return try SQLiteIndex(path: path) { () throws(SQLiteError) -> [CachedBookMetadata] in
-            try initialRecords()
+        return try SQLiteIndex(path: path) { (insert) throws(SQLiteError) in
+            try populate(insert)
         }
     }
 
-    /// The records a new database starts with: the previous version's index, else the sidecars.
-    private func initialRecords() throws(SQLiteError) -> [CachedBookMetadata] {
+    /// Fills a new database: with the previous version's index when the cache has one, else
+    /// with the sidecars beside the books (streamed, one record at a time).
+    private func populate(_ insert: (CachedBookMetadata) throws(SQLiteError) -> Void) throws(SQLiteError) {
         let legacy = LegacyJSONIndex(layout: layout, logger: logger)
         if legacy.exists {
+            // Under the previous version's lock, so a process of that version still running
+            // cannot change it half-way through the import. `nil`: damaged, rebuild instead.
+            let imported: Result<[CachedBookMetadata]?, SQLiteError>
             do {
-                let books = try legacy.read().sortedBooks
-                logger.notice("imported the index of the previous version", metadata: ["books": "\(books.count)"])
-                for file in [layout.indexFile, layout.journalFile] where FileManager.default.fileExists(atPath: file.path) {
-                    try FileSystem.moveAtomically(from: file, to: file.appendingPathExtension("imported"))
+                imported = try FileLock(url: layout.indexLockFile).withLock { () throws -> Result<[CachedBookMetadata]?, SQLiteError> in
+                    let books: [CachedBookMetadata]
+                    do throws(LegacyJSONIndex.Problem) {
+                        books = try legacy.records()
+                    } catch .newerSchema(let version) {
+                        return .failure(
+                            SQLiteError(
+                                code: 0, operation: "import \(layout.indexFile.path)",
+                                message: "the index is from a newer version of bookcache (schema \(version))"))
+                    } catch .damaged(let problem) {
+                        let moved = try legacy.moveAside()
+                        logger.warning(
+                            "the index of the previous version is damaged: moved aside, the index is rebuilt from the books on disk",
+                            metadata: ["problem": "\(problem)", "damagedCopies": "\(moved.joined(separator: ", "))"])
+                        return .success(nil)
+                    } catch .unreadable(let problem) {
+                        return .failure(SQLiteError(code: 14, operation: "import \(layout.indexFile.path)", message: problem))
+                    }
+                    try legacy.markImported()
+                    return .success(books)
                 }
-                return books
             } catch {
                 throw SQLiteError(code: 0, operation: "import \(layout.indexFile.path)", message: "\(error)")
             }
+            if let books = try imported.get() {
+                for record in books { try insert(record) }
+                logger.notice("imported the index of the previous version", metadata: ["books": "\(books.count)"])
+                return
+            }
         }
         let scanner = SidecarScanner(layout: layout, logger: logger)
-        guard scanner.hasSidecars() else { return [] }
-        let books = scanner.rebuildIndex().sortedBooks
-        logger.warning("the index was missing and has been rebuilt from the books on disk", metadata: ["books": "\(books.count)"])
-        return books
+        guard scanner.hasSidecars() else { return }
+        let count = try scanner.forEachRecord(insert)
+        logger.warning("the index was missing and has been rebuilt from the books on disk", metadata: ["books": "\(count)"])
     }
 
     /// Moves a damaged database (and its log) aside, so the next open rebuilds it from sidecars.
@@ -267,11 +289,20 @@ final class IndexTransaction {
         }
     }
 
-    /// Every record, by id (reads the whole index).
-    var books: [String: CachedBookMetadata] {
-        var all: [String: CachedBookMetadata] = [:]
+    /// The records of one type, or all when `nil` (reads them all).
+    func records(ofType type: BookType?) -> [CachedBookMetadata] {
+        collect { (body) throws(SQLiteError) in try index.forEachRecord(ofType: type, body) }
+    }
+
+    /// The records a sync source brought, read through the source's index.
+    func records(fromSource source: String) -> [CachedBookMetadata] {
+        collect { (body) throws(SQLiteError) in try index.forEachRecord(fromSource: source, body) }
+    }
+
+    private func collect(_ read: ((CachedBookMetadata) throws(SQLiteError) -> Void) throws(SQLiteError) -> Void) -> [CachedBookMetadata] {
+        var all: [CachedBookMetadata] = []
         do {
-            try index.forEachRecord { all[$0.id] = $0 }
+            try read { all.append($0) }
         } catch {
             failure = failure ?? error
         }

@@ -30,28 +30,33 @@ struct SidecarScanner {
         return names.filter { $0.hasSuffix(CacheLayout.sidecarSuffix) }
     }
 
-    /// Reads every `*.meta.json` in the type folders and keeps the records whose file exists
-    /// with the recorded size.
-    func rebuildIndex() -> MetadataIndex {
-        var index = MetadataIndex()
+    /// Reads every `*.meta.json` in the type folders, one at a time, and passes on the records
+    /// whose file exists with the recorded size; the others are logged and skipped.
+    /// - Returns: How many records were passed on.
+    @discardableResult
+    func forEachRecord<E: Error>(_ body: (CachedBookMetadata) throws(E) -> Void) throws(E) -> Int {
         let decoder = MetadataCoding.decoder()
+        var count = 0
         for type in BookType.allCases {
             let folder = layout.folder(for: type)
             for name in sidecarNames(in: folder) {
                 let sidecar = folder.appendingPathComponent(name)
+                let record: CachedBookMetadata
                 do {
-                    let record = try decoder.decode(CachedBookMetadata.self, from: Data(contentsOf: sidecar))
-                    let id = try record.bookID
-                    guard fileMatches(record) else {
-                        logger.warning("skipping a sidecar whose book file is missing or changed", metadata: ["sidecar": "\(sidecar.path)"])
-                        continue
-                    }
-                    index[id] = record
+                    record = try decoder.decode(CachedBookMetadata.self, from: Data(contentsOf: sidecar))
+                    _ = try record.bookID
                 } catch {
                     logger.warning("skipping an unreadable sidecar", metadata: ["sidecar": "\(sidecar.path)", "error": "\(error)"])
+                    continue
                 }
+                guard fileMatches(record) else {
+                    logger.warning("skipping a sidecar whose book file is missing or changed", metadata: ["sidecar": "\(sidecar.path)"])
+                    continue
+                }
+                try body(record)
+                count += 1
             }
         }
-        return index
+        return count
     }
 }

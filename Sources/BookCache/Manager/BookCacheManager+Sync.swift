@@ -211,7 +211,7 @@ extension BookCacheManager {
     private func removeSyncedBooks(of key: String, except keep: Set<String>) throws(BookCacheError) -> [String] {
         var gone: [CachedBookMetadata] = []
         try store.update { index throws(BookCacheError) in
-            for record in index.books.values where record.syncSources.contains(key) && !keep.contains(record.id) {
+            for record in index.records(fromSource: key) where !keep.contains(record.id) {
                 var updated = record
                 updated.syncSources.removeAll { $0 == key }
                 if updated.syncSources.isEmpty && !updated.pinned && !usageTracker.inUse.contains(record.id) {

@@ -14,15 +14,14 @@ extension BookCacheManager {
     ///   - redownload: With `repair`, download broken books again instead of removing them.
     /// - Returns: What was found, and what was done about it.
     public func verify(_ ids: [BookID] = [], repair: Bool = false, redownload: Bool = false) async throws(BookCacheError) -> VerifyReport {
-        let index = try store.read()
-        let known = index.books
+        let known = Dictionary(uniqueKeysWithValues: try store.allRecords().map { ($0.id, $0) })
         var records: [CachedBookMetadata] = []
         var missing: [VerifyReport.Problem] = []
         if ids.isEmpty {
             records = Array(known.values)
         } else {
             for id in ids {
-                if let record = index[id] {
+                if let record = known[id.description] {
                     records.append(record)
                 } else {
                     missing.append(.init(kind: .missing, id: id.description, path: "", detail: "not in the index"))

@@ -113,7 +113,7 @@ public actor BookCacheManager {
     /// Every cached book, sorted by id.
     public func allBooks() throws(BookCacheError) -> [CachedBookMetadata] {
         try checkRootIsUsable()
-        return try store.read().sortedBooks
+        return try store.allRecords()
     }
 
     /// Calls `body` with every cached book (or every book of a type), in id order, reading the
@@ -226,7 +226,7 @@ public actor BookCacheManager {
         guard store.exists else { return [] }
         var removed: [BookID] = []
         try store.update { index throws(BookCacheError) in
-            for record in index.books.values where type == nil || record.bookType == type {
+            for record in index.records(ofType: type) {
                 let id = try record.bookID
                 inFlight[id]?.task.cancel()
                 _ = try layout.removeBookFiles(of: id, record: record)

@@ -51,10 +51,14 @@ final class SQLiteIndex {
     let database: SQLiteDatabase
 
     /// Opens the index at `path`. A new database gets its tables and, in the same transaction,
-    /// the records `populate` returns (an older index imported, or sidecars read), so two
-    /// processes opening a new cache at once populate it once.
+    /// the records `populate` inserts one at a time through the function it is given (an older
+    /// index imported, or sidecars read), so two processes opening a new cache at once populate
+    /// it once, and a rebuild does not hold every record in memory.
     /// - Throws: ``SQLiteError``; ``SQLiteError/isDamage`` when the file is not a usable database.
-    init(path: String, populate: () throws(SQLiteError) -> [CachedBookMetadata] = { [] }) throws(SQLiteError) {
+    init(
+        path: String,
+        populate: (_ insert: (CachedBookMetadata) throws(SQLiteError) -> Void) throws(SQLiteError) -> Void = { _ in }
+    ) throws(SQLiteError) {
         database = try SQLiteDatabase(path: path)
         let version = try Self.userVersion(database)
         guard version <= Self.schemaVersion else {
@@ -67,7 +71,7 @@ final class SQLiteIndex {
                 // Another process may have made it while this one waited for the lock.
                 guard try Self.userVersion(database) < Self.schemaVersion else { return }
                 try database.execute(Self.schema)
-                for record in try populate() {
+                try populate { (record) throws(SQLiteError) in
                     try put(record)
                     populated += 1
                 }
@@ -108,6 +112,23 @@ final class SQLiteIndex {
             type == nil ? "SELECT \(Self.columns) FROM book ORDER BY id" : "SELECT \(Self.columns) FROM book WHERE bookType = ? ORDER BY id")
         defer { statement.reset() }
         if let type { statement.bind(type.rawValue, at: 1) }
+        try forEachRow(of: statement, body)
+    }
+
+    /// The records a sync source brought, in id order, found through the source's index.
+    func forEachRecord(fromSource source: String, _ body: (CachedBookMetadata) throws(SQLiteError) -> Void) throws(SQLiteError) {
+        let statement = try database.statement(
+            "SELECT \(Self.columns) FROM book WHERE id IN (SELECT book FROM book_source WHERE source = ?) ORDER BY id")
+        defer { statement.reset() }
+        statement.bind(source, at: 1)
+        while try statement.step() {
+            var record = try Self.record(from: statement)
+            record.syncSources = try sources(of: record.id)
+            try body(record)
+        }
+    }
+
+    private func forEachRow(of statement: SQLiteStatement, _ body: (CachedBookMetadata) throws(SQLiteError) -> Void) throws(SQLiteError) {
         var sourcesByBook: [String: [String]] = [:]
         let sourceRows = try database.statement("SELECT book, source FROM book_source ORDER BY book, position")
         while try sourceRows.step() {
