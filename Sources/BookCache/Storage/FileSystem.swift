@@ -107,8 +107,13 @@ enum FileSystem {
 
     /// The size of a regular file, or `nil` when there is none.
     static func fileSize(_ url: URL) -> Int64? {
+        fileSize(atPath: url.path)
+    }
+
+    /// The size of a regular file, or `nil` when there is none at `path`.
+    static func fileSize(atPath path: String) -> Int64? {
         var info = stat()
-        guard stat(url.path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return nil }
+        guard stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return nil }
         return Int64(info.st_size)
     }
 
