@@ -7,12 +7,15 @@ let package = Package(
     products: [
         .library(name: "DownloadQueue", targets: ["DownloadQueue"]),
         .library(name: "BookCache", targets: ["BookCache"]),
+        .library(name: "BookCacheService", targets: ["BookCacheService"]),
         .executable(name: "bookcache", targets: ["bookcache-cli"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        // The HTTP server of `bookcache serve` (without its swift-configuration trait).
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1", traits: []),
     ],
     targets: [
         // C calls Swift's Glibc module does not export (sync_file_range, open file description locks),
@@ -63,10 +66,20 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // The HTTP API and web page of `bookcache serve`, over the library's DownloadService.
+        .target(
+            name: "BookCacheService",
+            dependencies: [
+                "BookCache",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .executableTarget(
             name: "bookcache-cli",
             dependencies: [
                 "BookCache",
+                "BookCacheService",
                 "CBookCacheShims",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),

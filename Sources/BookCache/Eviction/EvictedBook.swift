@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// A book the cache removed on its own: to make room for another, or because a sync source or
 /// `prune` no longer wants it.
@@ -32,22 +31,4 @@ public struct EvictedBook: Sendable, Hashable {
 }
 
 /// The subscribers of ``BookCacheManager/evictions()``.
-final class EvictionObservers: Sendable {
-    private let continuations = Mutex<[UUID: AsyncStream<EvictedBook>.Continuation]>([:])
-
-    func stream() -> AsyncStream<EvictedBook> {
-        let (stream, continuation) = AsyncStream<EvictedBook>.makeStream(bufferingPolicy: .bufferingNewest(4096))
-        let key = UUID()
-        continuations.withLock { $0[key] = continuation }
-        continuation.onTermination = { [weak self] _ in
-            _ = self?.continuations.withLock { $0.removeValue(forKey: key) }
-        }
-        return stream
-    }
-
-    func yield(_ book: EvictedBook) {
-        continuations.withLock { continuations in
-            for continuation in continuations.values { continuation.yield(book) }
-        }
-    }
-}
+typealias EvictionObservers = Broadcast<EvictedBook>

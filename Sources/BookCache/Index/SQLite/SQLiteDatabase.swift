@@ -207,6 +207,16 @@ final class SQLiteStatement {
         sqlite3_bind_double(handle, index, value)
     }
 
+    /// Binds a number, or NULL.
+    func bind(_ value: Int64?, at index: Int32) {
+        if let value { bind(value, at: index) } else { sqlite3_bind_null(handle, index) }
+    }
+
+    /// Binds a number, or NULL.
+    func bind(_ value: Double?, at index: Int32) {
+        if let value { bind(value, at: index) } else { sqlite3_bind_null(handle, index) }
+    }
+
     /// Steps once: `true` with a row to read, `false` when done.
     func step() throws(SQLiteError) -> Bool {
         switch sqlite3_step(handle) {

@@ -1,0 +1,554 @@
+import DownloadQueue
+import Foundation
+import Logging
+import Synchronization
+
+/// A download manager over one cache: a persistent queue of book downloads and a schedule of
+/// syncs, run by ``run()`` until its task is cancelled. `bookcache serve` puts an HTTP API in
+/// front of it; an app can run it without HTTP.
+///
+/// - A job is committed to the cache's database before ``submit(_:)`` returns, so once accepted
+///   it ends cached, failed or cancelled — through restarts and `kill -9` (a job left
+///   downloading is queued again at the next ``run()``, and its partial file resumed; a job
+///   whose book was cached just before the kill ends cached without a second download).
+/// - Connection failures (DNS, refused, unreachable, offline) put a job in
+///   ``ServiceJob/State/waitingForNetwork``: tried again after 2 s, then twice as long each
+///   time, at most ``Configuration/maxNetworkDelay``, for as long as it takes. Busy servers
+///   (408, 429, 5xx, after the queue's own retries) put it in ``ServiceJob/State/retrying`` the
+///   same way, at most ``Configuration/maxServerAttempts`` times. Anything else fails the job
+///   with the error's kind and message.
+/// - Scheduled sources run at low priority when due (``addSource(_:keep:type:formats:section:every:)``).
+///
+/// ```swift
+/// let service = DownloadService(manager: manager)
+/// let runner = Task { await service.run() }
+/// let jobs = try await service.submit(Data(#"[{"url": "https://example.com/a.epub"}]"#.utf8))
+/// for await event in service.events() { … }
+/// ```
+public actor DownloadService {
+    /// How the service runs its jobs.
+    public struct Configuration: Sendable {
+        /// Jobs downloading at once (the manager's queue bounds transfers as well).
+        public var concurrency: Int
+        /// The first delay after a connection failure; it doubles with each failure.
+        public var firstNetworkDelay: Duration
+        /// The longest delay between attempts of a job waiting for the network or a busy server.
+        public var maxNetworkDelay: Duration
+        /// How many times a job is tried again after a busy server before it fails.
+        public var maxServerAttempts: Int
+        /// The most jobs one ``submit(_:)`` accepts.
+        public var maxJobsPerSubmission: Int
+        /// The shortest interval a scheduled source may have.
+        public var minimumSourceInterval: TimeInterval
+
+        /// Creates a configuration.
+        /// - Parameters:
+        ///   - concurrency: 4 by default.
+        ///   - firstNetworkDelay: 2 seconds by default.
+        ///   - maxNetworkDelay: 5 minutes by default.
+        ///   - maxServerAttempts: 10 by default.
+        ///   - maxJobsPerSubmission: 10,000 by default.
+        ///   - minimumSourceInterval: 60 seconds by default.
+        public init(
+            concurrency: Int = 4, firstNetworkDelay: Duration = .seconds(2), maxNetworkDelay: Duration = .seconds(300),
+            maxServerAttempts: Int = 10, maxJobsPerSubmission: Int = 10_000, minimumSourceInterval: TimeInterval = 60
+        ) {
+            self.concurrency = max(1, concurrency)
+            self.firstNetworkDelay = firstNetworkDelay
+            self.maxNetworkDelay = maxNetworkDelay
+            self.maxServerAttempts = maxServerAttempts
+            self.maxJobsPerSubmission = maxJobsPerSubmission
+            self.minimumSourceInterval = minimumSourceInterval
+        }
+    }
+
+    /// A submission that cannot be accepted; nothing of it was enqueued.
+    public struct SubmissionError: Error, Sendable, Hashable, CustomStringConvertible {
+        /// One refused element: its position in the array (0 for a single object) and why.
+        public struct Problem: Sendable, Hashable, Codable {
+            /// The element's position, counting from 0.
+            public var index: Int
+            /// Why it was refused.
+            public var reason: String
+        }
+
+        /// Every refused element; empty when the body as a whole is unusable (see ``message``).
+        public var problems: [Problem]
+        /// What is wrong, for a body that is not a JSON object or array of objects.
+        public var message: String
+
+        public var description: String {
+            problems.isEmpty ? message : problems.map { "job \($0.index): \($0.reason)" }.joined(separator: "; ")
+        }
+    }
+
+    /// Its methods read and write the database with blocking calls: the actor runs on the
+    /// blocking-work threads (see `BlockingWork`), as the manager does.
+    private nonisolated let executor = BlockingWork.SerialExecutor(label: "bookcache.service")
+    /// The executor the actor runs on.
+    public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
+
+    /// The cache it fills.
+    public nonisolated let manager: BookCacheManager
+    private let configuration: Configuration
+    private let logger: Logger
+    private let now: @Sendable () -> Date
+    private var openedStore: JobStore?
+    private let broadcast = Broadcast<ServiceEvent>()
+    private let wakeup = Wakeup()
+    /// Jobs running now, and whether each was cancelled by ``cancel(_:)``.
+    private var running: [String: (task: Task<Void, Never>, cancelled: Bool)] = [:]
+    private var syncing: [String: Task<Void, Never>] = [:]
+    /// Live progress of running jobs (written from download callbacks, off the actor).
+    private let live = LiveBoard()
+
+    private struct LiveProgress {
+        var state: ServiceJob.State
+        var bytes: Int64
+        var total: Int64?
+        var lastSent: ContinuousClock.Instant?
+    }
+
+    private final class LiveBoard: Sendable {
+        private let entries = Mutex<[String: LiveProgress]>([:])
+
+        func withLock<T>(_ body: (inout [String: LiveProgress]) -> T) -> T {
+            entries.withLock { body(&$0) }
+        }
+    }
+
+    /// Creates a service over a manager's cache. Nothing is read until it is used.
+    /// - Parameters:
+    ///   - manager: The cache to fill.
+    ///   - configuration: Concurrency and retry delays.
+    ///   - logger: Where the service logs.
+    ///   - now: The clock for schedules (for tests).
+    public init(
+        manager: BookCacheManager, configuration: Configuration = Configuration(),
+        logger: Logger = Logger(label: "bookcache.service", factory: { _ in SwiftLogNoOpLogHandler() }),
+        now: @escaping @Sendable () -> Date = { Date() }
+    ) {
+        self.manager = manager
+        self.configuration = configuration
+        self.logger = logger
+        self.now = now
+    }
+
+    private func store() throws(BookCacheError) -> JobStore {
+        if let openedStore { return openedStore }
+        let store = try JobStore(layout: manager.layout)
+        openedStore = store
+        return store
+    }
+
+    // MARK: - Jobs
+
+    /// Accepts one manifest object or an array of them — the fields of `bookcache download
+    /// --from` (`url`, `id`, `type`, `title`, `sha256`, `coverUrl`, `size`, `pin`, `headers`),
+    /// plus `priority` (`low`, `normal`, `high`). Every element is checked first; one bad element
+    /// refuses the whole submission. A book that already has a job not yet ended gets that job
+    /// back rather than a second one.
+    /// - Parameter body: JSON.
+    /// - Returns: The jobs, in the order given, committed to the database.
+    /// - Throws: ``SubmissionError`` naming each bad element; ``BookCacheError`` when the
+    ///   database cannot be written.
+    public func submit(_ body: Data) throws -> [ServiceJob] {
+        let parsed = try Self.parseSubmission(body, limit: configuration.maxJobsPerSubmission)
+        let store = try store()
+        let time = now()
+        var jobs: [ServiceJob] = []
+        var new: [JobStore.NewJob] = []
+        var seen: [String: Int] = [:]
+        for (request, entry, priority) in parsed {
+            let bookId = request.id.description
+            if let position = seen[bookId] {
+                jobs.append(jobs[position])
+                continue
+            }
+            if let active = try store.activeJob(forBook: bookId) {
+                seen[bookId] = jobs.count
+                jobs.append(active)
+                continue
+            }
+            let job = ServiceJob(
+                id: Self.newID(), bookId: bookId, url: URLRedaction.redacted(request.url), title: request.title, priority: priority,
+                state: .queued, bytes: 0, total: nil, error: nil, attempts: 0, createdAt: time, updatedAt: time, nextAttemptAt: nil)
+            seen[bookId] = jobs.count
+            jobs.append(job)
+            new.append(JobStore.NewJob(job: job, entry: entry))
+        }
+        try store.insert(new)
+        for item in new { broadcast.yield(.job(item.job)) }
+        logger.info("accepted jobs", metadata: ["new": "\(new.count)", "submitted": "\(parsed.count)"])
+        wakeup.signal()
+        return jobs
+    }
+
+    /// Every job, oldest first (with live progress); the newest `limit` when given.
+    public func jobs(limit: Int? = nil) throws(BookCacheError) -> [ServiceJob] {
+        try store().jobs(limit: limit).map(withLiveProgress)
+    }
+
+    /// One job, or `nil`.
+    public func job(_ id: String) throws(BookCacheError) -> ServiceJob? {
+        try store().job(id).map(withLiveProgress)
+    }
+
+    /// How many jobs are in each state.
+    public func jobCounts() throws(BookCacheError) -> [ServiceJob.State: Int] {
+        try store().counts()
+    }
+
+    /// Cancels a job that has not ended (a running download stops; its partial file is kept).
+    /// - Returns: The job as it is now; `nil` when there is no such job.
+    public func cancel(_ id: String) throws(BookCacheError) -> ServiceJob? {
+        guard var job = try store().job(id) else { return nil }
+        guard !job.state.isFinal else { return job }
+        if let entry = running[id] {
+            running[id] = (entry.task, true)
+            entry.task.cancel()
+            return withLiveProgress(job)
+        }
+        job.state = .cancelled
+        job.updatedAt = now()
+        try store().update(job)
+        broadcast.yield(.job(job))
+        return job
+    }
+
+    /// What happens to jobs, books and sources from now on.
+    public nonisolated func events() -> AsyncStream<ServiceEvent> {
+        broadcast.stream()
+    }
+
+    /// Tells listeners a book was removed (by a caller that deleted it through the manager).
+    public nonisolated func bookRemoved(_ id: String) {
+        broadcast.yield(.book(id: id, cached: false))
+    }
+
+    // MARK: - Sources
+
+    /// Registers a source to sync on a schedule; its first run is due now.
+    /// - Parameters:
+    ///   - source: A manifest or OPDS feed URL, or a file path (not standard input).
+    ///   - keep: How many of its first books to keep cached (at least 1).
+    ///   - type: The type for books whose source does not say.
+    ///   - formats: The formats to take, most wanted first.
+    ///   - section: The section of a navigation feed to follow.
+    ///   - every: Seconds between runs; 4 hours by default, at least ``Configuration/minimumSourceInterval``.
+    /// - Returns: The registered source.
+    public func addSource(
+        _ source: String, keep: Int, type: BookType = .ebook, formats: [BookFormat] = [.epub, .pdf], section: String? = nil,
+        every: TimeInterval = 4 * 3600
+    ) throws(BookCacheError) -> ScheduledSource {
+        guard source != "-" else { throw .invalidArgument("a scheduled source cannot be standard input; give a URL or a file") }
+        _ = try SyncSource(parsing: source, standardInput: { Data() })
+        guard keep >= 1 else { throw .invalidArgument("keep must be at least 1") }
+        guard every >= configuration.minimumSourceInterval else {
+            throw .invalidArgument("a source runs at most every \(Int(configuration.minimumSourceInterval)) seconds")
+        }
+        guard !formats.isEmpty else { throw .invalidArgument("name at least one format") }
+        let scheduled = ScheduledSource(
+            id: Self.newID(), source: source, keep: keep, type: type, formats: formats, section: section, every: every, nextRunAt: now(),
+            lastRunAt: nil, lastResult: nil, lastRunSucceeded: nil)
+        try store().put(scheduled)
+        broadcast.yield(.source(id: scheduled.id, scheduled.redacted))
+        wakeup.signal()
+        return scheduled
+    }
+
+    /// Every scheduled source, soonest first, credentials redacted.
+    public func sources() throws(BookCacheError) -> [ScheduledSource] {
+        try store().sources().map(\.redacted)
+    }
+
+    /// Stops syncing a source (books it brought stay). - Returns: Whether there was one.
+    public func removeSource(_ id: String) throws(BookCacheError) -> Bool {
+        let removed = try store().removeSource(id)
+        if removed {
+            syncing[id]?.cancel()
+            broadcast.yield(.source(id: id, nil))
+        }
+        return removed
+    }
+
+    // MARK: - Running
+
+    /// Runs jobs and scheduled syncs until the calling task is cancelled; then stops the
+    /// running downloads (their partial files are kept, their jobs queued for the next run)
+    /// and returns.
+    /// - Throws: ``BookCacheError`` when the database cannot be opened.
+    public func run() async throws(BookCacheError) {
+        let requeued = try store().requeueInterrupted(now: now())
+        if requeued > 0 { logger.notice("queued again the jobs a previous run left downloading", metadata: ["jobs": "\(requeued)"]) }
+        let evictions = Task { [manager, broadcast] in
+            for await gone in manager.evictions() { broadcast.yield(.book(id: gone.metadata.id, cached: false)) }
+        }
+        defer { evictions.cancel() }
+        while !Task.isCancelled {
+            var wake: Date?
+            do {
+                try startRunnableJobs()
+                wake = try startDueSources()
+                if let next = try store().nextAttempt() { wake = min(wake ?? next, next) }
+            } catch {
+                logger.error("the service cannot read its queue; trying again in 5 seconds", metadata: ["error": "\(error)"])
+                wake = now().addingTimeInterval(5)
+            }
+            let deadline = wake.map { ContinuousClock.now + .seconds(max(0, $0.timeIntervalSince(now()))) }
+            await wakeup.wait(until: deadline, clock: ContinuousClock())
+        }
+        for entry in running.values { entry.task.cancel() }
+        for task in syncing.values { task.cancel() }
+        while let (_, entry) = running.first { await entry.task.value }
+        while let (_, task) = syncing.first { await task.value }
+    }
+
+    private func startRunnableJobs() throws(BookCacheError) {
+        let free = configuration.concurrency - running.count
+        guard free > 0 else { return }
+        for var job in try store().runnable(limit: free, now: now(), excluding: Set(running.keys)) {
+            guard let entry = try store().entry(of: job.id) else {
+                job.state = .failed
+                job.error = ServiceJob.Failure(kind: "invalidArgument", message: "the job has no manifest line to run")
+                try store().update(job)
+                continue
+            }
+            job.state = .downloading
+            job.updatedAt = now()
+            try store().update(job)
+            broadcast.yield(.job(job))
+            live.withLock { $0[job.id] = LiveProgress(state: .downloading, bytes: job.bytes, total: job.total) }
+            let started = job
+            running[job.id] = (Task { await self.execute(started, entry: entry) }, false)
+        }
+    }
+
+    private func execute(_ job: ServiceJob, entry: String) async {
+        var job = job
+        let outcome: Result<BookDownloadResult, BookCacheError>
+        do {
+            var request = try Self.request(fromEntry: entry)
+            request.priority = job.priority
+            let id = job.id
+            outcome = .success(try await manager.download(request) { [live, broadcast] event in Self.observe(event, job: id, live: live, broadcast: broadcast) })
+        } catch {
+            outcome = .failure(error)
+        }
+        let progress = live.withLock { $0.removeValue(forKey: job.id) }
+        job.bytes = progress?.bytes ?? job.bytes
+        job.total = progress?.total ?? job.total
+        let cancelledByUser = running[job.id]?.cancelled ?? false
+        running[job.id] = nil
+        job.updatedAt = now()
+        switch outcome {
+        case .success(let result):
+            job.state = .cached
+            job.error = nil
+            job.nextAttemptAt = nil
+            job.bytes = result.metadata.fileSize
+            job.total = result.metadata.fileSize
+            broadcast.yield(.book(id: result.metadata.id, cached: true))
+        case .failure(let error) where error.kind == .cancelled || Task.isCancelled:
+            // Cancelled by the user: final. Stopped with the service: queued for the next run.
+            job.state = cancelledByUser ? .cancelled : .queued
+        case .failure(let error):
+            schedule(&job, after: error)
+        }
+        do {
+            try store().update(job)
+        } catch {
+            logger.error("cannot record a job's outcome", metadata: ["job": "\(job.id)", "error": "\(error)"])
+        }
+        broadcast.yield(.job(job))
+        wakeup.signal()
+    }
+
+    /// Decides what a failed job does next: wait for the network, wait for a busy server, or fail.
+    private func schedule(_ job: inout ServiceJob, after error: BookCacheError) {
+        job.error = ServiceJob.Failure(kind: error.kind.description, message: error.message)
+        let connection = error.kind == .networkUnavailable || error.kind == .offline
+        let busy = error.kind == .downloadFailed && (error.httpStatus.map { $0 == 408 || $0 == 429 || (500...599).contains($0) } ?? true)
+        guard connection || (busy && job.attempts < configuration.maxServerAttempts) else {
+            job.state = .failed
+            job.nextAttemptAt = nil
+            return
+        }
+        job.attempts += 1
+        let first = Double(configuration.firstNetworkDelay.components.seconds) + Double(configuration.firstNetworkDelay.components.attoseconds) / 1e18
+        let cap = Double(configuration.maxNetworkDelay.components.seconds)
+        let delay = min(cap, first * pow(2, Double(min(job.attempts - 1, 30))))
+        job.state = connection ? .waitingForNetwork : .retrying
+        job.nextAttemptAt = now().addingTimeInterval(delay)
+        logger.info(
+            "a job waits before its next attempt",
+            metadata: ["job": "\(job.id)", "state": "\(job.state.rawValue)", "seconds": "\(Int(delay))", "error": "\(error.kind)"])
+    }
+
+    private nonisolated static func observe(_ event: DownloadEvent, job id: String, live: LiveBoard, broadcast: Broadcast<ServiceEvent>) {
+        let send = live.withLock { live -> ServiceEvent? in
+            guard var entry = live[id] else { return nil }
+            var changedState = false
+            switch event {
+            case .progress(_, let progress):
+                entry.bytes = progress.receivedBytes
+                entry.total = progress.totalBytes
+                if entry.state != .downloading {
+                    entry.state = .downloading
+                    changedState = true
+                }
+            case .retrying:
+                entry.state = .retrying
+                changedState = true
+            default:
+                return nil
+            }
+            let clock = ContinuousClock.now
+            // At most 4 progress events a second per job; state changes always.
+            if !changedState, let last = entry.lastSent, clock - last < .milliseconds(250) {
+                live[id] = entry
+                return nil
+            }
+            entry.lastSent = clock
+            live[id] = entry
+            return .progress(jobId: id, bytes: entry.bytes, total: entry.total)
+        }
+        if let send { broadcast.yield(send) }
+    }
+
+    private func withLiveProgress(_ job: ServiceJob) -> ServiceJob {
+        guard let progress = live.withLock({ $0[job.id] }) else { return job }
+        var job = job
+        job.state = job.state.isFinal ? job.state : progress.state
+        job.bytes = progress.bytes
+        job.total = progress.total
+        return job
+    }
+
+    /// Starts the sources whose time has come. - Returns: When the next one is due.
+    private func startDueSources() throws(BookCacheError) -> Date? {
+        var next: Date?
+        let time = now()
+        for source in try store().sources() where syncing[source.id] == nil {
+            guard source.nextRunAt <= time else {
+                next = min(next ?? source.nextRunAt, source.nextRunAt)
+                continue
+            }
+            syncing[source.id] = Task { await self.runSource(source) }
+        }
+        return next
+    }
+
+    private func runSource(_ scheduled: ScheduledSource) async {
+        var scheduled = scheduled
+        logger.info("syncing a scheduled source", metadata: ["source": "\(scheduled.redacted.source)"])
+        do {
+            let source = try SyncSource(parsing: scheduled.source, standardInput: { Data() })
+            let report = try await manager.sync(
+                source, keep: scheduled.keep, type: scheduled.type, formats: scheduled.formats, section: scheduled.section, force: true)
+            scheduled.lastResult = report.summary
+            scheduled.lastRunSucceeded = report.isComplete
+            for item in report.items where item.status != "failed" {
+                if let id = item.id { broadcast.yield(.book(id: id, cached: true)) }
+            }
+        } catch {
+            scheduled.lastResult = error.message
+            scheduled.lastRunSucceeded = false
+        }
+        syncing[scheduled.id] = nil
+        scheduled.lastRunAt = now()
+        scheduled.nextRunAt = now().addingTimeInterval(scheduled.every)
+        do {
+            // Removed while it ran: stays removed.
+            if try store().sources().contains(where: { $0.id == scheduled.id }) {
+                try store().put(scheduled)
+                broadcast.yield(.source(id: scheduled.id, scheduled.redacted))
+            }
+        } catch {
+            logger.error("cannot record a sync's outcome", metadata: ["source": "\(scheduled.id)", "error": "\(error)"])
+        }
+        wakeup.signal()
+    }
+
+    // MARK: - Parsing
+
+    private static func newID() -> String {
+        let value = UInt64.random(in: 0...UInt64.max)
+        let hex = String(value, radix: 16)
+        return String(repeating: "0", count: 16 - hex.count) + hex
+    }
+
+    private static func request(fromEntry entry: String) throws(BookCacheError) -> BookDownloadRequest {
+        let result = ManifestParser().parse(Data(entry.utf8))
+        guard let first = result.entries.first else {
+            throw .invalidArgument(result.problems.first?.message ?? "the job's manifest line is empty")
+        }
+        do {
+            return try first.request(defaultType: .ebook)
+        } catch {
+            throw .invalidArgument(error.message)
+        }
+    }
+
+    /// Checks a submission: each element becomes a manifest line, its request and its priority.
+    static func parseSubmission(_ body: Data, limit: Int) throws(SubmissionError) -> [(BookDownloadRequest, String, DownloadPriority)] {
+        let decoded: Any
+        do {
+            decoded = try JSONSerialization.jsonObject(with: body)
+        } catch {
+            throw SubmissionError(problems: [], message: "the body is not JSON: send an object or an array of objects")
+        }
+        let elements: [Any]
+        if let array = decoded as? [Any] {
+            elements = array
+        } else if decoded is [String: Any] {
+            elements = [decoded]
+        } else {
+            throw SubmissionError(problems: [], message: "send a job object or an array of them")
+        }
+        guard !elements.isEmpty else { throw SubmissionError(problems: [], message: "the array is empty") }
+        guard elements.count <= limit else {
+            throw SubmissionError(problems: [], message: "at most \(limit) jobs per request; send the rest in another")
+        }
+        var accepted: [(BookDownloadRequest, String, DownloadPriority)] = []
+        var problems: [SubmissionError.Problem] = []
+        for (index, element) in elements.enumerated() {
+            guard var object = element as? [String: Any] else {
+                problems.append(.init(index: index, reason: "not an object"))
+                continue
+            }
+            var priority = DownloadPriority.normal
+            if let given = object.removeValue(forKey: "priority") {
+                switch given as? String {
+                case "low": priority = .low
+                case "normal": priority = .normal
+                case "high": priority = .high
+                default:
+                    problems.append(.init(index: index, reason: "priority must be \"low\", \"normal\" or \"high\""))
+                    continue
+                }
+            }
+            let unknown = Set(object.keys).subtracting(ManifestParser.knownKeys).sorted()
+            guard unknown.isEmpty else {
+                problems.append(.init(index: index, reason: "unknown field\(unknown.count == 1 ? "" : "s") \(unknown.map { "'\($0)'" }.joined(separator: ", "))"))
+                continue
+            }
+            guard let line = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) else {
+                problems.append(.init(index: index, reason: "cannot be read as a manifest line"))
+                continue
+            }
+            let parsed = ManifestParser().parse(line)
+            guard let entry = parsed.entries.first else {
+                problems.append(.init(index: index, reason: parsed.problems.first?.message ?? "not a manifest line"))
+                continue
+            }
+            do {
+                accepted.append((try entry.request(defaultType: .ebook), String(decoding: line, as: UTF8.self), priority))
+            } catch {
+                problems.append(.init(index: index, reason: error.message))
+            }
+        }
+        guard problems.isEmpty else { throw SubmissionError(problems: problems, message: "") }
+        return accepted
+    }
+}

@@ -1,0 +1,24 @@
+import Foundation
+import Synchronization
+
+/// Sends each value to every stream made by ``stream()`` and still listened to. A slow listener
+/// keeps the newest 4,096 values; a stream that ends stops receiving.
+final class Broadcast<Element: Sendable>: Sendable {
+    private let continuations = Mutex<[UUID: AsyncStream<Element>.Continuation]>([:])
+
+    func stream() -> AsyncStream<Element> {
+        let (stream, continuation) = AsyncStream<Element>.makeStream(bufferingPolicy: .bufferingNewest(4096))
+        let key = UUID()
+        continuations.withLock { $0[key] = continuation }
+        continuation.onTermination = { [weak self] _ in
+            _ = self?.continuations.withLock { $0.removeValue(forKey: key) }
+        }
+        return stream
+    }
+
+    func yield(_ value: Element) {
+        continuations.withLock { continuations in
+            for continuation in continuations.values { continuation.yield(value) }
+        }
+    }
+}
