@@ -1,0 +1,102 @@
+import BookCache
+import DownloadQueue
+import Foundation
+import Hummingbird
+
+/// JSON responses of the API: UTF-8, ISO-8601 dates, sorted keys; errors as
+/// `{"error": {"kind": …, "message": …}}`. No CORS headers, ever.
+enum APIResponse {
+    static func json(_ value: some Encodable, status: HTTPResponse.Status = .ok) -> Response {
+        do {
+            let data = try MetadataCoding.encoder().encode(value)
+            return Response(
+                status: status, headers: [.contentType: "application/json; charset=utf-8", .cacheControl: "no-store"],
+                body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
+        } catch {
+            return self.error(.internalServerError, kind: "internal", "cannot encode the response (\(error))")
+        }
+    }
+
+    static func error(_ status: HTTPResponse.Status, kind: String, _ message: String, problems: [DownloadService.SubmissionError.Problem] = []) -> Response {
+        struct Body: Encodable {
+            struct Detail: Encodable {
+                var kind: String
+                var message: String
+                var problems: [DownloadService.SubmissionError.Problem]?
+            }
+            var error: Detail
+        }
+        let body = Body(error: .init(kind: kind, message: message, problems: problems.isEmpty ? nil : problems))
+        let data = (try? MetadataCoding.encoder().encode(body)) ?? Data(#"{"error":{"kind":"internal","message":"?"}}"#.utf8)
+        return Response(
+            status: status, headers: [.contentType: "application/json; charset=utf-8", .cacheControl: "no-store"],
+            body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
+    }
+
+    /// A library error with the status that fits its kind; anything else is a 500.
+    static func error(_ error: any Error) -> Response {
+        guard let error = error as? BookCacheError else {
+            return self.error(.internalServerError, kind: "internal", "\(error)")
+        }
+        let status: HTTPResponse.Status
+        switch error.kind {
+        case .notCached: status = .notFound
+        case .invalidIdentifier, .invalidURL, .invalidChecksum, .invalidArgument: status = .badRequest
+        case .insufficientStorage: status = .init(code: 507, reasonPhrase: "Insufficient Storage")
+        default: status = .internalServerError
+        }
+        return self.error(status, kind: error.kind.description, error.message)
+    }
+}
+
+/// A job as the API shows it: its priority as a word.
+struct APIJob: Encodable {
+    var job: ServiceJob
+
+    enum CodingKeys: String, CodingKey {
+        case id, bookId, url, title, priority, state, bytes, total, error, attempts, createdAt, updatedAt, nextAttemptAt
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(job.id, forKey: .id)
+        try container.encode(job.bookId, forKey: .bookId)
+        try container.encode(job.url, forKey: .url)
+        try container.encodeIfPresent(job.title, forKey: .title)
+        try container.encode(Self.word(job.priority), forKey: .priority)
+        try container.encode(job.state.rawValue, forKey: .state)
+        try container.encode(job.bytes, forKey: .bytes)
+        try container.encodeIfPresent(job.total, forKey: .total)
+        try container.encodeIfPresent(job.error, forKey: .error)
+        try container.encode(job.attempts, forKey: .attempts)
+        try container.encode(job.createdAt, forKey: .createdAt)
+        try container.encode(job.updatedAt, forKey: .updatedAt)
+        try container.encodeIfPresent(job.nextAttemptAt, forKey: .nextAttemptAt)
+    }
+
+    static func word(_ priority: DownloadPriority) -> String {
+        switch priority {
+        case .low: "low"
+        case .normal: "normal"
+        case .high: "high"
+        }
+    }
+}
+
+/// A book as the API shows it: its record, its status, credentials redacted.
+struct APIBook: Encodable {
+    var book: CachedBookMetadata
+
+    enum CodingKeys: String, CodingKey {
+        case status
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var redacted = book
+        redacted.fileUrl = URL(string: book.fileUrl).map(URLRedaction.redacted) ?? book.fileUrl
+        redacted.coverUrl = book.coverUrl.map { URL(string: $0).map(URLRedaction.redacted) ?? $0 }
+        try redacted.encode(to: encoder)
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(book.outdated ? "outdated" : "cached", forKey: .status)
+    }
+}

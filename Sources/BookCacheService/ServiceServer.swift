@@ -1,0 +1,349 @@
+import BookCache
+import DownloadQueue
+import Foundation
+import Hummingbird
+import Logging
+import NIOCore
+import ServiceLifecycle
+import Synchronization
+
+/// `bookcache serve`: the HTTP API (`/api/v1`) and the web page (`/`) in front of a
+/// ``DownloadService``, which runs beside the server until SIGTERM or SIGINT.
+public struct ServiceServer: Sendable {
+    /// Where and how the server listens.
+    public struct Options: Sendable {
+        /// The address to listen on; loopback by default.
+        public var host: String
+        /// The port; 0 picks a free one.
+        public var port: Int
+        /// The largest request body accepted, in bytes.
+        public var maxBodyBytes: Int
+
+        /// Creates options.
+        public init(host: String = "127.0.0.1", port: Int = 8787, maxBodyBytes: Int = 8 << 20) {
+            self.host = host
+            self.port = port
+            self.maxBodyBytes = maxBodyBytes
+        }
+    }
+
+    let service: DownloadService
+    let access: ServiceAccess
+    let options: Options
+    let logger: Logger
+
+    /// Creates a server.
+    /// - Parameters:
+    ///   - service: The queue and schedule it serves.
+    ///   - access: The token and login sessions.
+    ///   - options: The address and limits.
+    ///   - logger: Where requests and the service log.
+    public init(service: DownloadService, access: ServiceAccess, options: Options, logger: Logger) {
+        self.service = service
+        self.access = access
+        self.options = options
+        self.logger = logger
+    }
+
+    /// Runs the server and the service until SIGTERM or SIGINT: then it stops accepting
+    /// requests, stops the downloads (their partial files are kept and their jobs queued for the
+    /// next start) and returns.
+    /// - Parameter onRunning: Called with the port once the server listens.
+    public func run(onRunning: @escaping @Sendable (Int) async -> Void) async throws {
+        let router = Router()
+        let allowed = HostList(Self.allowedHosts(host: options.host, port: options.port))
+        router.add(middleware: AccessMiddleware(access: access, allowedHosts: allowed))
+        addRoutes(to: router)
+        let runner = QueueRunner(service: service, logger: logger)
+        let app = Application(
+            router: router,
+            configuration: .init(address: .hostname(options.host, port: options.port), serverName: nil),
+            services: [runner],
+            onServerRunning: { channel in
+                let port = channel.localAddress?.port ?? options.port
+                allowed.set(Self.allowedHosts(host: options.host, port: port))
+                await onRunning(port)
+            },
+            logger: logger)
+        try await app.runService()
+    }
+
+    /// `Host` values the service answers to: its address and the loopback names, with the port.
+    static func allowedHosts(host: String, port: Int) -> Set<String> {
+        var names: Set<String> = ["localhost", "127.0.0.1", "[::1]"]
+        names.insert(host.contains(":") && !host.hasPrefix("[") ? "[\(host)]" : host)
+        return Set(names.map { "\($0.lowercased()):\(port)" })
+    }
+
+    // MARK: - Routes
+
+    private func addRoutes(to router: Router<BasicRequestContext>) {
+        let service = self.service
+        let manager = service.manager
+        let access = self.access
+        let maxBody = options.maxBodyBytes
+
+        router.get("/") { _, _ in
+            Response(
+                status: .ok,
+                headers: [
+                    .contentType: "text/html; charset=utf-8", .cacheControl: "no-store",
+                    .contentSecurityPolicy: "default-src 'self'; style-src 'self' 'unsafe-inline'; script-src 'self' 'unsafe-inline'",
+                    .init("X-Frame-Options")!: "DENY",
+                ],
+                body: ResponseBody(byteBuffer: ByteBuffer(string: WebPage.html)))
+        }
+        router.get("/login") { request, _ in
+            guard let code = request.uri.queryParameters.get("code"), let session = access.redeem(code) else {
+                return Response(
+                    status: .unauthorized, headers: [.contentType: "text/plain; charset=utf-8"],
+                    body: ResponseBody(byteBuffer: ByteBuffer(string: "This login link was used already or is unknown. Run `bookcache serve --login-link` for a new one.\n")))
+            }
+            return Response(
+                status: .seeOther,
+                headers: [
+                    .location: "/", .cacheControl: "no-store",
+                    .setCookie: "\(ServiceAccess.cookieName)=\(session); Path=/; HttpOnly; SameSite=Strict",
+                ])
+        }
+
+        let api = router.group("api/v1")
+        api.post("jobs") { request, _ -> Response in
+            var request = request
+            let body: ByteBuffer
+            do {
+                body = try await request.collectBody(upTo: maxBody)
+            } catch {
+                return APIResponse.error(.contentTooLarge, kind: "invalidArgument", "the body is larger than \(maxBody) bytes; send the jobs in several requests")
+            }
+            do {
+                let jobs = try await service.submit(Data(body.readableBytesView))
+                struct Accepted: Encodable { var jobs: [APIJob] }
+                return APIResponse.json(Accepted(jobs: jobs.map(APIJob.init)), status: .accepted)
+            } catch let error as DownloadService.SubmissionError {
+                return APIResponse.error(
+                    .badRequest, kind: "invalidArgument", error.problems.isEmpty ? error.message : "nothing was enqueued: \(error.description)",
+                    problems: error.problems)
+            } catch {
+                return APIResponse.error(error)
+            }
+        }
+        api.get("jobs") { request, _ -> Response in
+            let limit = request.uri.queryParameters.get("limit").flatMap { Int($0) }
+            do {
+                let jobs = try await service.jobs(limit: limit)
+                let counts = try await service.jobCounts()
+                struct Listing: Encodable {
+                    var jobs: [APIJob]
+                    var counts: [String: Int]
+                }
+                return APIResponse.json(Listing(jobs: jobs.map(APIJob.init), counts: Dictionary(uniqueKeysWithValues: counts.map { ($0.key.rawValue, $0.value) })))
+            } catch {
+                return APIResponse.error(error)
+            }
+        }
+        api.get("jobs/:id") { _, context -> Response in
+            let id = context.parameters.get("id") ?? ""
+            do {
+                guard let job = try await service.job(id) else { return APIResponse.error(.notFound, kind: "notFound", "no job \(id)") }
+                return APIResponse.json(APIJob(job: job))
+            } catch {
+                return APIResponse.error(error)
+            }
+        }
+        api.delete("jobs/:id") { _, context -> Response in
+            let id = context.parameters.get("id") ?? ""
+            do {
+                guard let job = try await service.cancel(id) else { return APIResponse.error(.notFound, kind: "notFound", "no job \(id)") }
+                return APIResponse.json(APIJob(job: job))
+            } catch {
+                return APIResponse.error(error)
+            }
+        }
+
+        api.get("books") { _, _ -> Response in
+            do {
+                let books = try await manager.allBooks()
+                struct Shelf: Encodable { var books: [APIBook] }
+                return APIResponse.json(Shelf(books: books.map(APIBook.init)))
+            } catch {
+                return APIResponse.error(error)
+            }
+        }
+        api.get("stats") { _, _ -> Response in
+            do {
+                return APIResponse.json(try await manager.statistics())
+            } catch {
+                return APIResponse.error(error)
+            }
+        }
+        api.get("books/:id") { _, context -> Response in
+            do {
+                let id = try BookID(parsing: context.parameters.get("id") ?? "")
+                guard let book = try await manager.metadata(for: id) else { return APIResponse.error(.notFound, kind: "notCached", "\(id) is not cached") }
+                return APIResponse.json(APIBook(book: book))
+            } catch {
+                return APIResponse.error(error)
+            }
+        }
+        api.delete("books/:id") { _, context -> Response in
+            do {
+                let id = try BookID(parsing: context.parameters.get("id") ?? "")
+                guard try await manager.delete(id) else { return APIResponse.error(.notFound, kind: "notCached", "\(id) is not cached") }
+                service.bookRemoved(id.description)
+                struct Deleted: Encodable { var deleted: String }
+                return APIResponse.json(Deleted(deleted: id.description))
+            } catch {
+                return APIResponse.error(error)
+            }
+        }
+        for (method, pinned) in [(HTTPRequest.Method.put, true), (.delete, false)] {
+            api.on("books/:id/pin", method: method) { _, context -> Response in
+                do {
+                    let id = try BookID(parsing: context.parameters.get("id") ?? "")
+                    if pinned { try await manager.pin(id) } else { try await manager.unpin(id) }
+                    guard let book = try await manager.metadata(for: id) else { return APIResponse.error(.notFound, kind: "notCached", "\(id) is not cached") }
+                    return APIResponse.json(APIBook(book: book))
+                } catch {
+                    return APIResponse.error(error)
+                }
+            }
+        }
+        api.get("books/:id/file") { request, context -> Response in
+            do {
+                let id = try BookID(parsing: context.parameters.get("id") ?? "")
+                guard let book = try await manager.metadata(for: id) else { return APIResponse.error(.notFound, kind: "notCached", "\(id) is not cached") }
+                let url = try await manager.open(id)
+                return BookFile.response(for: url, book: book, range: request.headers[.range])
+            } catch {
+                return APIResponse.error(error)
+            }
+        }
+
+        api.get("sources") { _, _ -> Response in
+            do {
+                struct Sources: Encodable { var sources: [ScheduledSource] }
+                return APIResponse.json(Sources(sources: try await service.sources()))
+            } catch {
+                return APIResponse.error(error)
+            }
+        }
+        api.post("sources") { request, _ -> Response in
+            var request = request
+            struct NewSource: Decodable {
+                var source: String
+                var keep: Int
+                var type: BookType?
+                var formats: [BookFormat]?
+                var section: String?
+                var every: String?
+            }
+            do {
+                guard let body = try? await request.collectBody(upTo: 64 * 1024) else {
+                    return APIResponse.error(.contentTooLarge, kind: "invalidArgument", "the body is larger than 64 KiB")
+                }
+                let new: NewSource
+                do {
+                    new = try JSONDecoder().decode(NewSource.self, from: Data(body.readableBytesView))
+                } catch {
+                    return APIResponse.error(.badRequest, kind: "invalidArgument", "send {\"source\": URL, \"keep\": N, \"every\": \"4h\"} (\(error))")
+                }
+                let every = try new.every.map { text throws(BookCacheError) in try TimeSpan(parsing: text).seconds } ?? 4 * 3600
+                let source = try await service.addSource(
+                    new.source, keep: new.keep, type: new.type ?? .ebook, formats: new.formats ?? [.epub, .pdf], section: new.section,
+                    every: every)
+                return APIResponse.json(source.redacted, status: .created)
+            } catch {
+                return APIResponse.error(error)
+            }
+        }
+        api.delete("sources/:id") { _, context -> Response in
+            let id = context.parameters.get("id") ?? ""
+            do {
+                guard try await service.removeSource(id) else { return APIResponse.error(.notFound, kind: "notFound", "no source \(id)") }
+                struct Removed: Encodable { var removed: String }
+                return APIResponse.json(Removed(removed: id))
+            } catch {
+                return APIResponse.error(error)
+            }
+        }
+
+        api.get("events") { _, _ -> Response in
+            let events = service.events()
+            return Response(
+                status: .ok,
+                headers: [.contentType: "text/event-stream", .cacheControl: "no-store"],
+                body: ResponseBody { writer in
+                    try await writer.write(ByteBuffer(string: ": connected\n\n"))
+                    for await event in events.cancelOnGracefulShutdown() {
+                        try await writer.write(ByteBuffer(string: ServerSentEvent.encode(event)))
+                    }
+                    try await writer.finish(nil)
+                })
+        }
+    }
+}
+
+/// Keeps the allowed `Host` values, which are known only once an ephemeral port is bound.
+final class HostList: Sendable {
+    private let hosts: Mutex<Set<String>>
+
+    init(_ hosts: Set<String>) {
+        self.hosts = Mutex(hosts)
+    }
+
+    func set(_ hosts: Set<String>) {
+        self.hosts.withLock { $0 = hosts }
+    }
+
+    func contains(_ host: String) -> Bool {
+        hosts.withLock { $0.contains(host) }
+    }
+
+    var all: Set<String> { hosts.withLock { $0 } }
+}
+
+/// Runs the download service as one of the application's services: cancelled on graceful
+/// shutdown, which stops its downloads and queues their jobs for the next start.
+struct QueueRunner: Service {
+    let service: DownloadService
+    let logger: Logger
+
+    func run() async throws {
+        try await cancelWhenGracefulShutdown {
+            try await service.run()
+        }
+        logger.info("the download service stopped; unfinished jobs stay queued")
+    }
+}
+
+/// `text/event-stream` lines for service events.
+enum ServerSentEvent {
+    static func encode(_ event: ServiceEvent) -> String {
+        let (name, payload): (String, any Encodable)
+        switch event {
+        case .job(let job): (name, payload) = ("job", APIJob(job: job))
+        case .progress(let id, let bytes, let total): (name, payload) = ("progress", Progress(id: id, bytes: bytes, total: total))
+        case .book(let id, let cached): (name, payload) = ("book", BookChange(id: id, cached: cached))
+        case .source(let id, let source): (name, payload) = ("source", SourceChange(id: id, source: source))
+        }
+        let data = (try? MetadataCoding.encoder().encode(payload)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+        return "event: \(name)\ndata: \(data)\n\n"
+    }
+
+    struct Progress: Encodable {
+        var id: String
+        var bytes: Int64
+        var total: Int64?
+    }
+
+    struct BookChange: Encodable {
+        var id: String
+        var cached: Bool
+    }
+
+    struct SourceChange: Encodable {
+        var id: String
+        var source: ScheduledSource?
+    }
+}

@@ -1,0 +1,141 @@
+/// The web page at `/`: plain HTML, CSS and JavaScript, no build step. It talks to the API with
+/// the session cookie the login link set, and follows `/api/v1/events` for live progress.
+enum WebPage {
+    static let html = """
+        <!doctype html>
+        <html lang="en">
+        <head>
+        <meta charset="utf-8">
+        <meta name="viewport" content="width=device-width, initial-scale=1">
+        <title>BookCache</title>
+        <style>
+          :root { font-family: system-ui, sans-serif; color: #222; background: #fafafa; }
+          body { margin: 0 auto; max-width: 60rem; padding: 0.75rem; }
+          h1 { font-size: 1.4rem; margin: 0.2rem 0 0.8rem; }
+          h2 { font-size: 1.1rem; margin: 1.2rem 0 0.4rem; }
+          form { display: flex; gap: 0.4rem; flex-wrap: wrap; }
+          input { flex: 1 1 14rem; padding: 0.45rem; font-size: 1rem; min-width: 0; }
+          button { padding: 0.4rem 0.7rem; font-size: 0.95rem; cursor: pointer; }
+          .job, .book, .source { background: #fff; border: 1px solid #ddd; border-radius: 6px; padding: 0.5rem; margin: 0.35rem 0; }
+          .row { display: flex; justify-content: space-between; gap: 0.5rem; align-items: center; flex-wrap: wrap; }
+          .muted { color: #666; font-size: 0.85rem; }
+          .title { font-weight: 600; overflow-wrap: anywhere; }
+          progress { width: 100%; height: 0.9rem; }
+          .state-failed { color: #a00; } .state-cached { color: #070; } .state-waiting-for-network, .state-retrying { color: #a60; }
+          #notice { background: #fff4d6; border: 1px solid #e0c060; padding: 0.6rem; border-radius: 6px; display: none; }
+          #usage { margin-bottom: 0.4rem; }
+        </style>
+        </head>
+        <body>
+        <h1>BookCache</h1>
+        <div id="notice"></div>
+        <section>
+          <form id="add">
+            <input id="url" type="url" placeholder="https://example.com/book.epub" required aria-label="Book URL">
+            <button type="submit">Download</button>
+          </form>
+        </section>
+        <section>
+          <h2>Downloads</h2>
+          <div id="jobs"><p class="muted">Nothing is downloading.</p></div>
+        </section>
+        <section>
+          <h2>Shelf</h2>
+          <div id="usage" class="muted"></div>
+          <div id="books"></div>
+        </section>
+        <section>
+          <h2>Sources</h2>
+          <form id="addsource">
+            <input id="source" type="url" placeholder="OPDS or manifest URL" required aria-label="Source URL">
+            <input id="keep" type="number" min="1" value="10" style="flex: 0 0 5rem" aria-label="Books to keep">
+            <input id="every" value="4h" style="flex: 0 0 5rem" aria-label="Every">
+            <button type="submit">Sync on schedule</button>
+          </form>
+          <div id="sources"></div>
+        </section>
+        <script>
+        "use strict";
+        const api = (path, options = {}) => fetch("/api/v1" + path, Object.assign({ credentials: "same-origin" }, options))
+          .then(async (response) => {
+            const body = await response.json().catch(() => ({}));
+            if (response.status === 401) { notice("Open the login link that <code>bookcache serve</code> printed to use this page."); throw new Error("unauthorized"); }
+            if (!response.ok) { notice(escapeHTML((body.error && body.error.message) || response.statusText)); throw new Error(response.statusText); }
+            return body;
+          });
+        const escapeHTML = (text) => String(text ?? "").replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
+        const size = (bytes) => { if (bytes == null) return "?"; const units = ["B", "KB", "MB", "GB", "TB"]; let value = bytes, unit = 0;
+          while (value >= 1000 && unit < units.length - 1) { value /= 1000; unit++; } return (unit ? value.toFixed(1) : value) + " " + units[unit]; };
+        const when = (iso) => iso ? new Date(iso).toLocaleString() : "never";
+        function notice(html) { const box = document.getElementById("notice"); box.innerHTML = html; box.style.display = "block"; }
+        const jobs = new Map();
+
+        function renderJobs() {
+          const list = [...jobs.values()].filter((job) => !["cached", "cancelled"].includes(job.state) || Date.now() - Date.parse(job.updatedAt) < 60000);
+          const box = document.getElementById("jobs");
+          if (!list.length) { box.innerHTML = '<p class="muted">Nothing is downloading.</p>'; return; }
+          box.innerHTML = list.map((job) => {
+            const active = !["cached", "failed", "cancelled"].includes(job.state);
+            const bar = job.total ? `<progress max="${job.total}" value="${job.bytes}"></progress>` : (job.state === "downloading" ? "<progress></progress>" : "");
+            return `<div class="job" data-job="${escapeHTML(job.id)}"><div class="row"><span class="title">${escapeHTML(job.title || job.bookId)}</span>
+              <span class="state-${escapeHTML(job.state)}">${escapeHTML(job.state)}</span></div>${bar}
+              <div class="row"><span class="muted">${size(job.bytes)}${job.total ? " of " + size(job.total) : ""}${job.error ? " — " + escapeHTML(job.error.message) : ""}</span>
+              ${active ? `<button data-cancel="${escapeHTML(job.id)}">Cancel</button>` : ""}</div></div>`;
+          }).join("");
+        }
+
+        async function loadJobs() { const body = await api("/jobs?limit=200"); jobs.clear(); body.jobs.forEach((job) => jobs.set(job.id, job)); renderJobs(); }
+
+        async function loadShelf() {
+          const [shelf, stats] = await Promise.all([api("/books"), api("/stats")]);
+          const budget = stats.maxSizeBytes ? " of " + size(stats.maxSizeBytes) : "";
+          document.getElementById("usage").textContent = `${shelf.books.length} books, ${size(stats.totalBytes)} used${budget}`;
+          document.getElementById("books").innerHTML = shelf.books.map((book) => `<div class="book" data-book="${escapeHTML(book.id)}">
+            <div class="row"><span class="title">${escapeHTML(book.title)}</span><span class="muted">${escapeHTML(book.bookType)}, ${size(book.fileSize)}, ${escapeHTML(book.status)}${book.pinned ? ", pinned" : ""}</span></div>
+            <div class="row"><span class="muted">last read ${when(book.lastAccessedAt)}</span><span>
+              <button data-pin="${escapeHTML(book.id)}" data-pinned="${book.pinned}">${book.pinned ? "Unpin" : "Pin"}</button>
+              <button data-delete="${escapeHTML(book.id)}">Delete</button></span></div></div>`).join("") || '<p class="muted">No books yet.</p>';
+        }
+
+        async function loadSources() {
+          const body = await api("/sources");
+          document.getElementById("sources").innerHTML = body.sources.map((source) => `<div class="source"><div class="row">
+            <span class="title">${escapeHTML(source.source)}</span><button data-unsource="${escapeHTML(source.id)}">Remove</button></div>
+            <div class="muted">keeps ${source.keep}, every ${Math.round(source.every / 3600 * 10) / 10} h, next run ${when(source.nextRunAt)}${source.lastResult ? " — " + escapeHTML(source.lastResult) : ""}</div></div>`).join("");
+        }
+
+        document.getElementById("add").addEventListener("submit", async (event) => {
+          event.preventDefault();
+          const input = document.getElementById("url");
+          const body = await api("/jobs", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ url: input.value, priority: "high" }) });
+          body.jobs.forEach((job) => jobs.set(job.id, job)); renderJobs(); input.value = "";
+        });
+        document.getElementById("addsource").addEventListener("submit", async (event) => {
+          event.preventDefault();
+          await api("/sources", { method: "POST", headers: { "Content-Type": "application/json" },
+            body: JSON.stringify({ source: document.getElementById("source").value, keep: Number(document.getElementById("keep").value), every: document.getElementById("every").value }) });
+          document.getElementById("source").value = ""; loadSources();
+        });
+        document.body.addEventListener("click", async (event) => {
+          const target = event.target;
+          if (target.dataset.cancel) { const job = await api("/jobs/" + encodeURIComponent(target.dataset.cancel), { method: "DELETE" }); jobs.set(job.id, job); renderJobs(); }
+          if (target.dataset.delete && confirm("Delete this book from the cache?")) { await api("/books/" + encodeURIComponent(target.dataset.delete), { method: "DELETE" }); loadShelf(); }
+          if (target.dataset.pin) { await api("/books/" + encodeURIComponent(target.dataset.pin) + "/pin", { method: target.dataset.pinned === "true" ? "DELETE" : "PUT" }); loadShelf(); }
+          if (target.dataset.unsource) { await api("/sources/" + encodeURIComponent(target.dataset.unsource), { method: "DELETE" }); loadSources(); }
+        });
+
+        function follow() {
+          const events = new EventSource("/api/v1/events");
+          events.addEventListener("job", (event) => { const job = JSON.parse(event.data); jobs.set(job.id, job); renderJobs(); if (job.state === "cached") loadShelf(); });
+          events.addEventListener("progress", (event) => { const p = JSON.parse(event.data); const job = jobs.get(p.id);
+            if (job) { job.bytes = p.bytes; job.total = p.total; job.state = "downloading"; renderJobs(); } });
+          events.addEventListener("book", () => loadShelf());
+          events.addEventListener("source", () => loadSources());
+        }
+
+        Promise.all([loadJobs(), loadShelf(), loadSources()]).then(follow).catch(() => {});
+        </script>
+        </body>
+        </html>
+        """
+}
