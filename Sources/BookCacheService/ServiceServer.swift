@@ -108,6 +108,12 @@ public struct ServiceServer: Sendable {
         }
 
         let api = router.group("api/v1")
+        api.post("login-links") { request, _ -> Response in
+            // A new one-time link for the page (`bookcache serve --login-link`).
+            let host = request.head.authority ?? "127.0.0.1"
+            struct Link: Encodable { var url: String }
+            return APIResponse.json(Link(url: "http://\(host)/login?code=\(access.newLoginCode())"), status: .created)
+        }
         api.post("jobs") { request, _ -> Response in
             var request = request
             let body: ByteBuffer
@@ -323,7 +329,8 @@ enum ServerSentEvent {
         let (name, payload): (String, any Encodable)
         switch event {
         case .job(let job): (name, payload) = ("job", APIJob(job: job))
-        case .progress(let id, let bytes, let total): (name, payload) = ("progress", Progress(id: id, bytes: bytes, total: total))
+        case .progress(let id, let bytes, let total, let state):
+            (name, payload) = ("progress", Progress(id: id, bytes: bytes, total: total, state: state.rawValue))
         case .book(let id, let cached): (name, payload) = ("book", BookChange(id: id, cached: cached))
         case .source(let id, let source): (name, payload) = ("source", SourceChange(id: id, source: source))
         }
@@ -335,6 +342,7 @@ enum ServerSentEvent {
         var id: String
         var bytes: Int64
         var total: Int64?
+        var state: String
     }
 
     struct BookChange: Encodable {

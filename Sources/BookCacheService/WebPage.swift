@@ -128,7 +128,7 @@ enum WebPage {
           const events = new EventSource("/api/v1/events");
           events.addEventListener("job", (event) => { const job = JSON.parse(event.data); jobs.set(job.id, job); renderJobs(); if (job.state === "cached") loadShelf(); });
           events.addEventListener("progress", (event) => { const p = JSON.parse(event.data); const job = jobs.get(p.id);
-            if (job) { job.bytes = p.bytes; job.total = p.total; job.state = "downloading"; renderJobs(); } });
+            if (job) { job.bytes = p.bytes; job.total = p.total; job.state = p.state; renderJobs(); } });
           events.addEventListener("book", () => loadShelf());
           events.addEventListener("source", () => loadSources());
         }

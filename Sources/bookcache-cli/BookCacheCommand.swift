@@ -35,6 +35,8 @@ struct BookCacheCommand: AsyncParsableCommand {
             RefreshCommand.self,
             SyncCommand.self,
             ValidateCommand.self,
+            ServeCommand.self,
+            QueueCommand.self,
         ]
     )
 

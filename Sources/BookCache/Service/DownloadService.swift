@@ -397,8 +397,9 @@ public actor DownloadService {
                     entry.state = .downloading
                     changedState = true
                 }
-            case .retrying:
-                entry.state = .retrying
+            case .retrying(_, _, _, let reason):
+                // The queue's own retries: of a connection failure, the job is waiting for the network.
+                entry.state = reason.kind == .connectionFailed ? .waitingForNetwork : .retrying
                 changedState = true
             default:
                 return nil
@@ -411,7 +412,7 @@ public actor DownloadService {
             }
             entry.lastSent = clock
             live[id] = entry
-            return .progress(jobId: id, bytes: entry.bytes, total: entry.total)
+            return .progress(jobId: id, bytes: entry.bytes, total: entry.total, state: entry.state)
         }
         if let send { broadcast.yield(send) }
     }

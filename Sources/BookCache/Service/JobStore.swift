@@ -58,9 +58,10 @@ final class JobStore {
     /// Inserts every job in one transaction: all are durable when it returns, or none.
     func insert(_ jobs: [NewJob]) throws(BookCacheError) {
         try write { () throws(SQLiteError) in
-            let insert = try database.statement(
-                "INSERT INTO service_job (\(Self.jobColumns), entry) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
             for new in jobs {
+                // (Fetched for each row: the cache hands it back reset, ready for new bindings.)
+                let insert = try database.statement(
+                    "INSERT INTO service_job (\(Self.jobColumns), entry) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
                 bind(new.job, to: insert)
                 insert.bind(new.entry, at: 15)
                 try insert.run()

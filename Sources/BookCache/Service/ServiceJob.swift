@@ -76,8 +76,9 @@ public struct ServiceJob: Sendable, Hashable, Codable {
 public enum ServiceEvent: Sendable, Hashable {
     /// A job was accepted or changed state (queued, downloading, waiting, cached, failed, …).
     case job(ServiceJob)
-    /// Bytes of a downloading job arrived (at most a few times a second per job).
-    case progress(jobId: String, bytes: Int64, total: Int64?)
+    /// Bytes of a running job arrived (at most four times a second per job), or its attempt
+    /// changed state (retrying, waiting for the network, downloading again).
+    case progress(jobId: String, bytes: Int64, total: Int64?, state: ServiceJob.State)
     /// A book was cached or removed.
     case book(id: String, cached: Bool)
     /// A scheduled source was added, changed, ran, or was removed (`nil` source: removed).

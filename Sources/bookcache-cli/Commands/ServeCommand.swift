@@ -1,0 +1,129 @@
+import ArgumentParser
+import BookCache
+import BookCacheService
+import Foundation
+import Logging
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+struct ServeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "serve",
+        abstract: "Run the download manager service: a persistent queue, scheduled syncs, an HTTP API and a web page.",
+        discussion: """
+            Jobs posted to the API (or added with 'bookcache queue add') are kept in the cache's \
+            database and end cached, failed or cancelled through restarts and kills; downloads that \
+            cannot reach their server wait for the network. The API needs 'Authorization: Bearer TOKEN' \
+            (the token is in CACHE/service.token, printed by --print-token); the web page is opened \
+            with the one-time login link printed at start. SIGTERM or SIGINT stops the service; \
+            unfinished jobs stay queued and their partial files are resumed at the next start.
+            """
+    )
+
+    @OptionGroup var global: GlobalOptions
+
+    @Option(help: ArgumentHelp("The address to listen on: HOST:PORT (port 0 picks a free one).", valueName: "host:port"))
+    var listen = "127.0.0.1:8787"
+
+    @Flag(help: "Allow a --listen address other than loopback (anyone who can reach it and has the token can use the cache).")
+    var allowRemote = false
+
+    @Option(help: "Downloads at once.")
+    var concurrency = 4
+
+    @Flag(help: "Print the API token (making it when there is none) and exit.")
+    var printToken = false
+
+    @Flag(help: "Print a new one-time login link for the web page of the running service and exit.")
+    var loginLink = false
+
+    func run() async throws {
+        let root = CacheLayout.defaultRoot(explicit: global.cacheDir)
+        if printToken || loginLink {
+            try Self.createRoot(root)
+            let access: ServiceAccess
+            do {
+                access = try ServiceAccess(tokenFile: ServiceInfo.tokenFile(in: root))
+            } catch {
+                Terminal.writeError("error: \(error.message)")
+                throw ExitCode(73)
+            }
+            if printToken {
+                Terminal.write(access.token)
+                return
+            }
+            let client = try ServiceClient.connect(cacheRoot: root)
+            struct Link: Decodable { var url: String }
+            let link: Link = try await client.send("POST", "/api/v1/login-links")
+            Terminal.write(link.url)
+            return
+        }
+
+        let (host, port) = try Self.parseListen(listen)
+        let loopback = ["127.0.0.1", "localhost", "::1"].contains(host) || host.hasPrefix("127.")
+        if !loopback && !allowRemote {
+            throw ValidationError("--listen \(listen) is not a loopback address; add --allow-remote to serve other machines")
+        }
+        guard (1...64).contains(concurrency) else { throw ValidationError("--concurrency must be between 1 and 64") }
+        let manager = try global.makeManager(concurrency: concurrency)
+        try Self.createRoot(root)
+        let access: ServiceAccess
+        do {
+            access = try ServiceAccess(tokenFile: ServiceInfo.tokenFile(in: root))
+        } catch {
+            Terminal.writeError("error: \(error.message)")
+            throw ExitCode(73)
+        }
+        if !loopback {
+            Terminal.writeError(
+                "warning: serving on \(listen): anyone who can reach this address and has the token can fill and empty the cache; prefer a loopback address behind an SSH tunnel or a TLS proxy")
+        }
+        let logger = Logger(label: "bookcache.serve")
+        let service = DownloadService(manager: manager, configuration: .init(concurrency: concurrency), logger: logger)
+        let server = ServiceServer(service: service, access: access, options: .init(host: host, port: port), logger: logger)
+        let pid = getpid()
+        let shownHost = host.contains(":") ? "[\(host)]" : host
+        do {
+            try await server.run { port in
+                let url = "http://\(shownHost):\(port)"
+                do {
+                    try ServiceInfo(url: url, pid: pid).write(in: root)
+                } catch {
+                    Terminal.writeError("warning: cannot write \(ServiceInfo.file(in: root).path) (\(error)); 'bookcache queue' will not find this service")
+                }
+                Terminal.write("bookcache serve: \(root.path) at \(url)")
+                Terminal.write("web page (one-time login link): \(url)/login?code=\(access.newLoginCode())")
+                Terminal.write("API token: \(ServiceInfo.tokenFile(in: root).path)")
+            }
+        } catch {
+            ServiceInfo.remove(in: root, pid: pid)
+            Terminal.writeError("error: the service stopped: \(error)")
+            throw ExitCode(69)
+        }
+        ServiceInfo.remove(in: root, pid: pid)
+        Terminal.write("bookcache serve: stopped; unfinished jobs stay queued")
+    }
+
+    static func createRoot(_ root: URL) throws {
+        do {
+            try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        } catch {
+            Terminal.writeError("error: cannot create the cache directory \(root.path) (\(error)); choose another with --cache-dir")
+            throw ExitCode(73)
+        }
+    }
+
+    /// `HOST:PORT`, `[IPv6]:PORT` or `:PORT` (loopback).
+    static func parseListen(_ text: String) throws -> (String, Int) {
+        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]), (0...65535).contains(port) else {
+            throw ValidationError("--listen needs HOST:PORT, such as 127.0.0.1:8787")
+        }
+        var host = String(text[..<colon])
+        if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        return (host.isEmpty ? "127.0.0.1" : host, port)
+    }
+}
