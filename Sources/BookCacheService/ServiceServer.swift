@@ -148,10 +148,18 @@ public struct ServiceServer: Sendable {
                 return APIResponse.error(error)
             }
         }
-        api.get("jobs/:id") { _, context -> Response in
+        api.get("jobs/:id") { request, context -> Response in
             let id = context.parameters.get("id") ?? ""
+            // ?wait=SECONDS (at most 60): answer once the job has ended, or when the time is up.
+            let wait = request.uri.queryParameters.get("wait").flatMap { Int($0) }.map { min(max($0, 0), 60) }
             do {
-                guard let job = try await service.job(id) else { return APIResponse.error(.notFound, kind: "notFound", "no job \(id)") }
+                let found: ServiceJob?
+                if let wait {
+                    found = try await service.waitForEnd(of: id, timeout: .seconds(wait))
+                } else {
+                    found = try await service.job(id)
+                }
+                guard let job = found else { return APIResponse.error(.notFound, kind: "notFound", "no job \(id)") }
                 return APIResponse.json(APIJob(job: job))
             } catch {
                 return APIResponse.error(error)

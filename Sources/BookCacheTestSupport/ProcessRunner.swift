@@ -108,7 +108,8 @@ private func readToEnd(_ pipe: Pipe, while other: () -> Data) -> (data: Data, ot
 }
 
 private final class DataBox: @unchecked Sendable {
-    // Written by one thread before the semaphore is signalled, read after it is waited on.
+    // Written by one thread before the semaphore is signalled (or the continuation resumed),
+    // read after it is waited on.
     var data = Data()
 }
 
@@ -129,6 +130,29 @@ public final class RunningProcess: @unchecked Sendable {
     /// The child's process id.
     public var pid: Int32 { process.processIdentifier }
 
+    /// Standard output already read by ``line(containing:)``, given back by ``wait()``.
+    private let consumed = DataBox()
+
+    /// Reads standard output until a line containing `marker` has arrived and returns it;
+    /// `nil` when the output ends first. What was read stays part of what ``wait()`` returns.
+    public func line(containing marker: String) async -> String? {
+        await withCheckedContinuation { continuation in
+            Thread {
+                var found: String?
+                var lines = ""
+                while found == nil {
+                    let chunk = self.output.fileHandleForReading.availableData
+                    if chunk.isEmpty { break }
+                    self.consumed.data.append(chunk)
+                    lines += String(decoding: chunk, as: UTF8.self)
+                    let complete = lines.split(separator: "\n", omittingEmptySubsequences: false).dropLast()
+                    found = complete.first { $0.contains(marker) }.map(String.init)
+                }
+                continuation.resume(returning: found)
+            }.start()
+        }
+    }
+
     /// Sends a signal, such as `SIGTERM`.
     public func send(_ signal: Int32) {
         kill(process.processIdentifier, signal)
@@ -145,7 +169,7 @@ public final class RunningProcess: @unchecked Sendable {
                 continuation.resume(
                     returning: ProcessResult(
                         status: self.process.terminationStatus,
-                        stdout: String(decoding: read.other, as: UTF8.self),
+                        stdout: String(decoding: self.consumed.data + read.other, as: UTF8.self),
                         stderr: String(decoding: read.data, as: UTF8.self)))
             }.start()
         }

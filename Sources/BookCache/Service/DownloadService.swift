@@ -194,6 +194,32 @@ public actor DownloadService {
         try store().job(id).map(withLiveProgress)
     }
 
+    /// Waits until a job has ended (cached, failed or cancelled) or `timeout` passes.
+    /// - Returns: The job as it is then; `nil` when there is no such job.
+    public func waitForEnd(of id: String, timeout: Duration) async throws(BookCacheError) -> ServiceJob? {
+        // Listen first, then look: an end between the two is not missed.
+        let events = broadcast.stream()
+        guard let job = try self.job(id) else { return nil }
+        guard !job.state.isFinal else { return job }
+        let ended = await withTaskGroup(of: ServiceJob?.self) { group in
+            group.addTask {
+                for await event in events {
+                    if case .job(let changed) = event, changed.id == id, changed.state.isFinal { return changed }
+                }
+                return nil
+            }
+            group.addTask {
+                try? await Task.sleep(for: timeout)
+                return nil
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first
+        }
+        if let ended { return ended }
+        return try self.job(id)
+    }
+
     /// How many jobs are in each state.
     public func jobCounts() throws(BookCacheError) -> [ServiceJob.State: Int] {
         try store().counts()

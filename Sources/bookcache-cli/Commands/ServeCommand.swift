@@ -69,7 +69,9 @@ struct ServeCommand: AsyncParsableCommand {
             throw ValidationError("--listen \(listen) is not a loopback address; add --allow-remote to serve other machines")
         }
         guard (1...64).contains(concurrency) else { throw ValidationError("--concurrency must be between 1 and 64") }
-        let manager = try global.makeManager(concurrency: concurrency)
+        // Connection failures are the service's to wait out (waiting-for-network, for as long as
+        // it takes), not the queue's to retry three times.
+        let manager = try global.makeManager(concurrency: concurrency, retryConnectionFailures: false)
         try Self.createRoot(root)
         let access: ServiceAccess
         do {

@@ -14,7 +14,7 @@ struct GlobalOptions: ParsableArguments {
 
     func makeManager(
         concurrency: Int = 4, retries: Int = 3, reserve: ByteSize? = nil, maxSize: Int64? = nil, keep: Int? = nil,
-        evictForSpace: Bool = true, connection: ConnectionOptions? = nil, strict: Bool = false
+        evictForSpace: Bool = true, connection: ConnectionOptions? = nil, strict: Bool = false, retryConnectionFailures: Bool = true
     ) throws -> BookCacheManager {
         CLILogging.bootstrap(verbose: verbose)
         let root = CacheLayout.defaultRoot(explicit: cacheDir)
@@ -26,6 +26,7 @@ struct GlobalOptions: ParsableArguments {
             evictForSpace: evictForSpace,
             retryPolicy: RetryPolicy(retries: retries)
         )
+        configuration.retryPolicy.retriesConnectionFailures = retryConnectionFailures
         // Without --strict, the cache's `strict` setting decides.
         if strict { configuration.strictValidation = true }
         if let reserve = try reserve ?? Self.environmentReserve() {

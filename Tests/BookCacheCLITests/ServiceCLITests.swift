@@ -1,0 +1,329 @@
+import BookCacheTestSupport
+import Foundation
+import Testing
+
+/// `bookcache serve` as a client sees it: a real service process on an ephemeral loopback port,
+/// talked to with curl (a real HTTP client, which can also send a foreign `Host`).
+@Suite("bookcache serve and queue", .serialized, .timeLimit(.minutes(5)))
+struct ServiceCLITests {
+    /// A running `bookcache serve`.
+    struct Service {
+        let process: RunningProcess
+        let base: String
+        let token: String
+        let loginLink: String
+        let cache: String
+
+        static func start(cache: String, extra: [String] = []) async throws -> Service {
+            let process = try ProcessRunner.launch("bookcache", ["serve", "--listen", "127.0.0.1:0", "--cache-dir", cache] + extra)
+            let line = try #require(await process.line(containing: "login?code="), "serve printed no login link")
+            let link = try #require(line.split(separator: " ").last.map(String.init))
+            let base = String(link[..<link.range(of: "/login")!.lowerBound])
+            let token = try String(contentsOfFile: cache + "/service.token", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+            return Service(process: process, base: base, token: token, loginLink: link, cache: cache)
+        }
+
+        /// Sends a request with the token (unless `token` is given) and returns status, headers and body.
+        func http(
+            _ method: String, _ path: String, body: String? = nil, token: String?? = .none, headers: [String] = []
+        ) async throws -> HTTPAnswer {
+            var arguments = ["-s", "-S", "-X", method, "-D", "-", "--max-time", "70"]
+            let bearer = token ?? self.token
+            if let bearer { arguments += ["-H", "Authorization: Bearer \(bearer)"] }
+            for header in headers { arguments += ["-H", header] }
+            if let body { arguments += ["-H", "Content-Type: application/json", "--data-binary", body] }
+            arguments.append(base + path)
+            let result = try await ProcessRunner.run(at: URL(fileURLWithPath: "/usr/bin/curl"), arguments)
+            try #require(result.status == 0, "curl \(arguments.joined(separator: " ")) failed: \(result.stderr)")
+            return HTTPAnswer(raw: result.stdout)
+        }
+
+        func stop() async -> ProcessResult {
+            process.send(SIGTERM)
+            return await process.wait()
+        }
+    }
+
+    struct HTTPAnswer {
+        var status: Int
+        var headers: [String: String]
+        var body: String
+
+        init(raw: String) {
+            let parts = raw.components(separatedBy: "\r\n\r\n")
+            let head = parts.first ?? ""
+            body = parts.dropFirst().joined(separator: "\r\n\r\n")
+            let lines = head.components(separatedBy: "\r\n")
+            status = Int(lines.first?.split(separator: " ").dropFirst().first ?? "") ?? 0
+            var headers: [String: String] = [:]
+            for line in lines.dropFirst() {
+                guard let colon = line.firstIndex(of: ":") else { continue }
+                headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            }
+            self.headers = headers
+        }
+
+        var json: [String: Any] { (try? JSONSerialization.jsonObject(with: Data(body.utf8))) as? [String: Any] ?? [:] }
+    }
+
+    func jobs(_ answer: HTTPAnswer) -> [[String: Any]] { answer.json["jobs"] as? [[String: Any]] ?? [] }
+
+    @Test("the API: jobs are accepted as a batch, end cached or failed with a kind; bad batches enqueue nothing; books and their files are served")
+    func apiContract() async throws {
+        try await withServerAndDirectory(directory: Fixtures.books) { server, dir in
+            let service = try await Service.start(cache: dir.path("cache").path)
+            // When a batch with a good book, a missing one and a PDF with a priority is posted
+            let batch = """
+                [{"url": "\(server.baseURL)/alice.epub", "id": "alice", "title": "Alice"},
+                 {"url": "\(server.baseURL)/no-such-book.epub", "id": "missing"},
+                 {"url": "\(server.baseURL)/fixture-monthly-2024-05.pdf", "type": "magazine", "id": "may", "priority": "high"}]
+                """
+            let accepted = try await service.http("POST", "/api/v1/jobs", body: batch)
+            #expect(accepted.status == 202, "\(accepted.body)")
+            let ids = jobs(accepted).compactMap { $0["id"] as? String }
+            #expect(ids.count == 3)
+            #expect(jobs(accepted).map { $0["bookId"] as? String } == ["ebook-alice", "ebook-missing", "magazine-may"])
+            #expect(jobs(accepted).last?["priority"] as? String == "high")
+
+            // Then each ends: cached, failed with the server's 404, cached
+            var final: [String: [String: Any]] = [:]
+            for id in ids {
+                let answer = try await service.http("GET", "/api/v1/jobs/\(id)?wait=60")
+                #expect(answer.status == 200)
+                final[id] = answer.json
+            }
+            #expect(final[ids[0]]?["state"] as? String == "cached")
+            #expect(final[ids[2]]?["state"] as? String == "cached")
+            let failed = try #require(final[ids[1]])
+            #expect(failed["state"] as? String == "failed")
+            let error = try #require(failed["error"] as? [String: Any])
+            #expect(error["kind"] as? String == "downloadFailed")
+            #expect((error["message"] as? String)?.contains("404") == true, "\(error)")
+
+            // A batch with one bad element is refused whole, naming it
+            let before = jobs(try await service.http("GET", "/api/v1/jobs")).count
+            let bad = try await service.http(
+                "POST", "/api/v1/jobs", body: #"[{"url": "\#(server.baseURL)/pride.epub"}, {"url": "ftp://x/y.epub"}, {"url": "\#(server.baseURL)/a.epub", "colour": 1}]"#)
+            #expect(bad.status == 400)
+            let problems = ((bad.json["error"] as? [String: Any])?["problems"] as? [[String: Any]]) ?? []
+            #expect(problems.compactMap { $0["index"] as? Int } == [1, 2], "\(bad.body)")
+            #expect(jobs(try await service.http("GET", "/api/v1/jobs")).count == before, "nothing enqueued")
+            #expect(try await service.http("POST", "/api/v1/jobs", body: "not json").status == 400)
+            #expect(try await service.http("GET", "/api/v1/jobs/0123456789abcdef").status == 404)
+
+            // Books: listed, one read, its file whole and by range
+            let shelf = try await service.http("GET", "/api/v1/books")
+            #expect(((shelf.json["books"] as? [[String: Any]]) ?? []).compactMap { $0["id"] as? String } == ["ebook-alice", "magazine-may"])
+            let alice = try Fixtures.data("alice.epub")
+            let whole = try await service.http("GET", "/api/v1/books/ebook-alice/file")
+            #expect(whole.status == 200)
+            #expect(whole.headers["content-length"] == String(alice.count))
+            #expect(whole.headers["content-type"] == "application/epub+zip")
+            let part = try await service.http("GET", "/api/v1/books/ebook-alice/file", headers: ["Range: bytes=0-3"])
+            #expect(part.status == 206)
+            #expect(part.body == "PK\u{03}\u{04}")
+            #expect(part.headers["content-range"] == "bytes 0-3/\(alice.count)")
+            let outside = try await service.http("GET", "/api/v1/books/ebook-alice/file", headers: ["Range: bytes=\(alice.count)-"])
+            #expect(outside.status == 416)
+            #expect(try await service.http("GET", "/api/v1/books/ebook-nope").status == 404)
+            #expect(try await service.http("GET", "/api/v1/books/not%20an%20id").status == 400)
+
+            // A job for a cached book ends cached without fetching it again
+            let fetches = server.requestCount(for: "/alice.epub")
+            let again = try await service.http("POST", "/api/v1/jobs", body: #"{"url": "\#(server.baseURL)/alice.epub", "id": "alice"}"#)
+            let againID = try #require(jobs(again).first?["id"] as? String)
+            #expect(try await service.http("GET", "/api/v1/jobs/\(againID)?wait=60").json["state"] as? String == "cached")
+            #expect(server.requestCount(for: "/alice.epub") == fetches)
+
+            // Delete through the API
+            #expect(try await service.http("DELETE", "/api/v1/books/magazine-may").status == 200)
+            #expect(try await service.http("GET", "/api/v1/books/magazine-may").status == 404)
+
+            // And SIGTERM stops it cleanly, taking service.json with it
+            let stopped = await service.stop()
+            #expect(stopped.status == 0, "\(stopped.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: service.cache + "/service.json"))
+        }
+    }
+
+    @Test("security: token required, foreign Host refused with 421, no CORS headers, one-time login links, token file 0600")
+    func security() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let service = try await Service.start(cache: dir.path("cache").path)
+        defer { service.process.send(SIGKILL) }
+        #expect(try await service.http("GET", "/api/v1/jobs", token: .some(nil)).status == 401)
+        #expect(try await service.http("GET", "/api/v1/jobs", token: .some(String(repeating: "0", count: 64))).status == 401)
+        #expect(try await service.http("GET", "/api/v1/jobs").status == 200)
+        let port = try #require(service.base.split(separator: ":").last)
+        for host in ["evil.example", "evil.example:\(port)", "127.0.0.1.nip.io:\(port)"] {
+            let answer = try await service.http("GET", "/api/v1/jobs", headers: ["Host: \(host)"])
+            #expect(answer.status == 421, "Host \(host)")
+        }
+        #expect(try await service.http("GET", "/", headers: ["Host: rebind.example:\(port)"]).status == 421)
+        #expect(try await service.http("GET", "/api/v1/jobs", headers: ["Host: localhost:\(port)"]).status == 200)
+        let preflight = try await service.http(
+            "OPTIONS", "/api/v1/jobs", token: .some(nil), headers: ["Origin: https://evil.example", "Access-Control-Request-Method: POST"])
+        let simple = try await service.http("GET", "/api/v1/jobs", headers: ["Origin: https://evil.example"])
+        for answer in [preflight, simple] {
+            #expect(!answer.headers.keys.contains { $0.hasPrefix("access-control-") }, "\(answer.headers)")
+        }
+        // The login link opens one session, once
+        let path = String(service.loginLink[service.loginLink.range(of: "/login")!.lowerBound...])
+        let login = try await service.http("GET", path, token: .some(nil))
+        #expect(login.status == 303)
+        let cookie = try #require(login.headers["set-cookie"])
+        #expect(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"))
+        let session = try #require(cookie.split(separator: ";").first.map(String.init))
+        #expect(try await service.http("GET", "/api/v1/jobs", token: .some(nil), headers: ["Cookie: \(session)"]).status == 200)
+        #expect(try await service.http("GET", path, token: .some(nil)).status == 401, "a login link works once")
+        #expect(try await service.http("GET", "/api/v1/jobs", token: .some(nil), headers: ["Cookie: bookcache_session=forged"]).status == 401)
+        let mode = try FileManager.default.attributesOfItem(atPath: service.cache + "/service.token")[.posixPermissions] as? Int
+        #expect(mode == 0o600)
+        // A body over the cap is refused
+        let huge = "[" + Array(repeating: #"{"url": "http://127.0.0.1:1/a.epub"}"#, count: 300_000).joined(separator: ",") + "]"
+        let file = dir.path("huge.json")
+        try Data(huge.utf8).write(to: file)
+        let refused = try await service.http("POST", "/api/v1/jobs", body: "@" + file.path)
+        #expect(refused.status == 413 || refused.status == 400, "\(refused.status)")
+    }
+
+    @Test("a job whose server is down waits for the network, then completes when it is up")
+    func waitsForNetwork() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let port = try await TestHTTPServer.freePort()
+        let service = try await Service.start(cache: dir.path("cache").path)
+        defer { service.process.send(SIGKILL) }
+        let accepted = try await service.http("POST", "/api/v1/jobs", body: #"{"url": "http://127.0.0.1:\#(port)/alice.epub", "id": "later"}"#)
+        let id = try #require(jobs(accepted).first?["id"] as? String)
+        // The first attempt cannot connect: the job waits, it does not fail
+        let events = try ProcessRunner.launch(
+            at: URL(fileURLWithPath: "/usr/bin/curl"), ["-s", "-N", "--max-time", "60", "-H", "Authorization: Bearer \(service.token)", service.base + "/api/v1/events"])
+        defer { events.send(SIGKILL) }
+        let answer = try await service.http("GET", "/api/v1/jobs/\(id)")
+        if answer.json["state"] as? String != "waiting-for-network" {
+            #expect(await events.line(containing: "waiting-for-network") != nil)
+        }
+        let waiting = try await service.http("GET", "/api/v1/jobs/\(id)").json
+        #expect(waiting["state"] as? String == "waiting-for-network", "\(waiting)")
+        #expect((waiting["error"] as? [String: Any])?["kind"] as? String == "networkUnavailable")
+        #expect(waiting["nextAttemptAt"] != nil)
+        // When the server comes up, the job completes
+        let server = TestHTTPServer(directory: Fixtures.books)
+        try await server.start(port: port)
+        defer { Task { try? await server.shutdown() } }
+        let done = try await service.http("GET", "/api/v1/jobs/\(id)?wait=60").json
+        #expect(done["state"] as? String == "cached", "\(done)")
+    }
+
+    @Test("kill -9 of the service with jobs in flight: after restarts every job ends cached, none lost or duplicated, no cached book fetched again")
+    func killLoop() async throws {
+        let server = TestHTTPServer()
+        let names = (0..<12).map { "book\($0).epub" }
+        var books: [String: Data] = [:]
+        for (index, name) in names.enumerated() {
+            // Every fourth book is small: it ends first, and the kill that follows finds the
+            // three larger ones started with it mid-body, past the point where a partial file
+            // is kept for resume.
+            let size = index.isMultiple(of: 4) ? 3 << 19 : 5 << 20
+            let book = Data(StoredZIP.epub(chapter: StoredZIP.noise(count: size, seed: UInt64(index + 1))))
+            books[name] = book
+            server.setFile(book, at: name)
+        }
+        server.slowBodies(chunk: 16 << 10, pause: .milliseconds(5))
+        try await server.start()
+        defer { Task { try? await server.shutdown() } }
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let cache = dir.path("cache").path
+
+        var service = try await Service.start(cache: cache)
+        let batch = "[" + names.map { #"{"url": "\#(server.baseURL)/\#($0)"}"# }.joined(separator: ",") + "]"
+        let accepted = try await service.http("POST", "/api/v1/jobs", body: batch)
+        #expect(accepted.status == 202)
+        let ids = jobs(accepted).compactMap { $0["id"] as? String }
+        #expect(ids.count == names.count)
+        // Kill it three times, each the moment another job has ended (the others are then
+        // mid-body), and start it again; note which books were cached at each kill and how
+        // often they had been fetched
+        var fetchedWhenCached: [String: Int] = [:]
+        for round in 0..<3 {
+            let ended = try await service.http("GET", "/api/v1/jobs/\(ids[round * 4])?wait=60").json
+            #expect(ended["state"] as? String == "cached")
+            service.process.send(SIGKILL)
+            _ = await service.process.wait()
+            for path in try await cachedPaths(cache) where fetchedWhenCached[path] == nil {
+                fetchedWhenCached[path] = server.requestCount(for: "/" + path.split(separator: "/").last!)
+            }
+            service = try await Service.start(cache: cache)
+        }
+        defer { service.process.send(SIGKILL) }
+        for id in ids {
+            let job = try await service.http("GET", "/api/v1/jobs/\(id)?wait=60").json
+            #expect(job["state"] as? String == "cached", "\(job)")
+        }
+        #expect(jobs(try await service.http("GET", "/api/v1/jobs")).count == names.count, "no job lost or duplicated")
+        // No book was fetched again once it was cached
+        for (path, count) in fetchedWhenCached {
+            #expect(server.requestCount(for: "/" + path.split(separator: "/").last!) == count, "\(path) fetched again after it was cached")
+        }
+        // Interrupted downloads resumed their partial files
+        let ranged = server.requests.filter { $0.headers["range"] != nil }.count
+        #expect(ranged > 0, "no download was resumed")
+        #expect(fetchedWhenCached.count >= 3)
+        print("service kill loop: \(fetchedWhenCached.count) books cached before the last kill, \(ranged) resumed requests")
+        let list = try await ProcessRunner.run("bookcache", ["list", "--json", "--cache-dir", cache])
+        let records = try #require(try JSONSerialization.jsonObject(with: Data(list.stdout.utf8)) as? [[String: Any]])
+        #expect(records.count == names.count)
+        for record in records {
+            let path = record["localPath"] as? String ?? ""
+            let data = try #require(FileManager.default.contents(atPath: cache + "/" + path))
+            #expect(books.values.contains(data), "\(path) is whole")
+        }
+    }
+
+    /// The local paths of the books in the index (read without the service).
+    func cachedPaths(_ cache: String) async throws -> [String] {
+        let list = try await ProcessRunner.run("bookcache", ["list", "--json", "--cache-dir", cache])
+        guard list.status == 0 else { return [] }
+        let records = (try JSONSerialization.jsonObject(with: Data(list.stdout.utf8)) as? [[String: Any]]) ?? []
+        return records.compactMap { $0["localPath"] as? String }
+    }
+
+    @Test("queue add, list and cancel talk to the running service; with none running they exit 69")
+    func queueCommands() async throws {
+        try await withServerAndDirectory(directory: Fixtures.books) { server, dir in
+            let cache = dir.path("cache").path
+            let none = try await ProcessRunner.run("bookcache", ["queue", "list", "--cache-dir", cache])
+            #expect(none.status == 69)
+            #expect(none.stderr.contains("no bookcache serve is running"), "\(none.stderr)")
+
+            let service = try await Service.start(cache: cache)
+            defer { service.process.send(SIGKILL) }
+            let manifest = dir.path("m.jsonl")
+            try Data("\(server.baseURL)/alice.epub\n{\"url\": \"\(server.baseURL)/pride.epub\", \"id\": \"pride\"}\n".utf8).write(to: manifest)
+            let added = try await ProcessRunner.run("bookcache", ["queue", "add", "--from", manifest.path, "--cache-dir", cache, "--json"])
+            #expect(added.status == 0, "\(added.stderr)")
+            let lines = added.stdout.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+            #expect(lines.count == 2)
+            for id in lines.compactMap({ $0["id"] as? String }) {
+                #expect(try await service.http("GET", "/api/v1/jobs/\(id)?wait=60").json["state"] as? String == "cached")
+            }
+            let listed = try await ProcessRunner.run("bookcache", ["queue", "list", "--cache-dir", cache])
+            #expect(listed.stdout.contains("2 cached"), "\(listed.stdout)")
+            let bad = try await ProcessRunner.run("bookcache", ["queue", "add", "ftp://nope/x.epub", "--cache-dir", cache])
+            #expect(bad.status == 65, "\(bad.stderr)")
+            #expect(bad.stderr.contains("ftp"))
+
+            // A job waiting for an unreachable server can be cancelled
+            let port = try await TestHTTPServer.freePort()
+            let waiting = try await ProcessRunner.run("bookcache", ["queue", "add", "http://127.0.0.1:\(port)/x.epub", "--cache-dir", cache, "--json"])
+            let id = try #require((try? JSONSerialization.jsonObject(with: Data(waiting.stdout.utf8)) as? [String: Any])?["id"] as? String)
+            let cancelled = try await ProcessRunner.run("bookcache", ["queue", "cancel", id, "--cache-dir", cache])
+            #expect(cancelled.status == 0, "\(cancelled.stderr)")
+            let state = try await service.http("GET", "/api/v1/jobs/\(id)?wait=60").json["state"] as? String
+            #expect(state == "cancelled")
+        }
+    }
+}
