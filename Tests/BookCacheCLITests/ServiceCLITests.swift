@@ -291,6 +291,47 @@ struct ServiceCLITests {
         return records.compactMap { $0["localPath"] as? String }
     }
 
+    @Test("sync --every registers a source with the service: it runs at once, and survives a restart with its next run")
+    func scheduledSync() async throws {
+        try await withServerAndDirectory(directory: Fixtures.books) { server, dir in
+            let cache = dir.path("cache").path
+            let manifest = "\(server.baseURL)/alice.epub\n\(server.baseURL)/pride.epub\n"
+            server.setFile(Data(manifest.utf8), at: "shelf.jsonl")
+            var service = try await Service.start(cache: cache)
+            let events = try ProcessRunner.launch(
+                at: URL(fileURLWithPath: "/usr/bin/curl"),
+                ["-s", "-N", "--max-time", "60", "-H", "Authorization: Bearer \(service.token)", service.base + "/api/v1/events"])
+            defer { events.send(SIGKILL) }
+            #expect(await events.line(containing: "connected") != nil)
+            let registered = try await ProcessRunner.run(
+                "bookcache", ["sync", "\(server.baseURL)/shelf.jsonl", "--keep", "2", "--every", "6h", "--cache-dir", cache])
+            #expect(registered.status == 0, "\(registered.stderr)")
+            // The first run happens at once: its end is an event with the source's last result
+            #expect(await events.line(containing: "lastResult") != nil)
+            let sources = try await service.http("GET", "/api/v1/sources").json["sources"] as? [[String: Any]] ?? []
+            let source = try #require(sources.first)
+            #expect(source["lastRunSucceeded"] as? Bool == true, "\(source)")
+            let books = try await service.http("GET", "/api/v1/books").json["books"] as? [[String: Any]] ?? []
+            #expect(books.count == 2)
+            let next = try #require(source["nextRunAt"] as? String)
+            // After a restart the source is still there, with the same next run, and does not run early
+            service.process.send(SIGKILL)
+            _ = await service.process.wait()
+            let requests = server.requestCount(for: "/shelf.jsonl")
+            service = try await Service.start(cache: cache)
+            defer { service.process.send(SIGKILL) }
+            let again = try await service.http("GET", "/api/v1/sources").json["sources"] as? [[String: Any]] ?? []
+            #expect(again.first?["nextRunAt"] as? String == next)
+            #expect(server.requestCount(for: "/shelf.jsonl") == requests)
+            let id = try #require(source["id"] as? String)
+            #expect(try await service.http("DELETE", "/api/v1/sources/\(id)").status == 200)
+            #expect((try await service.http("GET", "/api/v1/sources").json["sources"] as? [Any])?.isEmpty == true)
+            // Bad registrations are refused with the reason
+            let bad = try await service.http("POST", "/api/v1/sources", body: #"{"source": "\#(server.baseURL)/shelf.jsonl", "keep": 2, "every": "10s"}"#)
+            #expect(bad.status == 400, "\(bad.body)")
+        }
+    }
+
     @Test("queue add, list and cancel talk to the running service; with none running they exit 69")
     func queueCommands() async throws {
         try await withServerAndDirectory(directory: Fixtures.books) { server, dir in

@@ -58,6 +58,12 @@ struct SyncCommand: AsyncParsableCommand {
     @Flag(help: "Print JSON.")
     var json = false
 
+    @Option(
+        help: ArgumentHelp(
+            "Register SOURCE with the running 'bookcache serve' to sync on this schedule, such as 4h (it runs first at once); then exit.",
+            valueName: "duration"))
+    var every: String?
+
     private var parsedOptions: (keep: Int, interval: TimeInterval?) {
         get throws {
             do {
@@ -80,7 +86,37 @@ struct SyncCommand: AsyncParsableCommand {
         }
     }
 
+    /// `--every`: hands the source to the service, which keeps it and runs it on schedule.
+    private func schedule(every: String) async throws {
+        guard source != "-" else { throw ValidationError("--every needs a SOURCE the service can read again: a URL or a file, not -.") }
+        guard login.user == nil, login.headers.isEmpty else {
+            throw ValidationError("--every: give a scheduled source's login in its URL (http://USER:PASSWORD@host/…); --user and --header are not kept.")
+        }
+        let path = source.contains("://") ? source : URL(fileURLWithPath: source).standardizedFileURL.path
+        var body: [String: Any] = ["source": path, "keep": try parsedOptions.keep, "type": type.rawValue, "every": every]
+        body["formats"] = try formats.map(\.rawValue)
+        if let section { body["section"] = section }
+        let client = try ServiceClient.connect(cacheRoot: CacheLayout.defaultRoot(explicit: global.cacheDir))
+        struct Registered: Decodable {
+            var id: String
+            var source: String
+            var nextRunAt: Date
+        }
+        let registered: Registered = try await client.send("POST", "/api/v1/sources", body: try JSONSerialization.data(withJSONObject: body))
+        if json {
+            let line = try JSONSerialization.data(withJSONObject: ["id": registered.id, "source": registered.source], options: [.sortedKeys])
+            Terminal.write(String(decoding: line, as: UTF8.self))
+        } else {
+            Terminal.write("scheduled \(registered.source) every \(every) (source \(registered.id)); the service runs it now")
+        }
+    }
+
     func validate() throws {
+        if every != nil {
+            _ = try parsedOptions
+            _ = try formats
+            return
+        }
         _ = try parsedOptions
         _ = try formats
         if (login.user != nil || !login.headers.isEmpty), !source.contains("://") {
@@ -95,6 +131,10 @@ struct SyncCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        if let every {
+            try await schedule(every: every)
+            return
+        }
         let (keepCount, interval) = try parsedOptions
         let manager = try global.makeManager(concurrency: concurrency, connection: connection, strict: validation.strict)
         let formats = try self.formats
