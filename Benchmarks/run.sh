@@ -2,7 +2,7 @@
 # BookCache benchmarks against curl and aria2 on loopback (nginx with sendfile). Not a test: it
 # prints a table of medians and ratios and writes it to Benchmarks/results/latest.md.
 #
-#   Benchmarks/run.sh [all|batch|small|large|limit|index|verify] [ROUNDS]
+#   Benchmarks/run.sh [all|batch|small|large|limit|index|service|verify] [ROUNDS]
 #
 # Installs nginx, aria2, curl and python3 when missing; builds bookcache in release mode.
 set -euo pipefail
@@ -156,6 +156,15 @@ if [ "$what" = all ] || [ "$what" = index ]; then
     single "$label: list --json" "$bin list --json --cache-dir $cache" "3 s at 1M"
     single "$label: prune --dry-run evicting 1%" "$bin prune --keep $((n - n / 100)) --dry-run --cache-dir $cache" "1 s at 1M"
   done
+fi
+
+if [ "$what" = all ] || [ "$what" = service ]; then
+  # bookcache serve: accepting 1,000 jobs, memory with 10,000 queued, a batch through the
+  # service against the CLI's, GET /books of 100,000 (Benchmarks/service.py).
+  books 500 1048576 m
+  books 1 65536 idx
+  seq 0 499 | sed "s#.*#$base/m&.epub#" >"$work/batch-500.txt"
+  python3 Benchmarks/service.py "$bin" "$base" "$work" "$rounds" | tee -a "$out"
 fi
 
 if [ "$what" = all ] || [ "$what" = verify ]; then

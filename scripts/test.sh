@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Sets up, builds, and runs every test (the CLI tests run the built bookcache binary).
 # Also installs Debian's calibre (the calibre-server integration test) and nginx with openssl (the
-# TLS and HTTP/2 test); when they cannot be installed, those tests are skipped and say why.
+# TLS and HTTP/2 test), and chromium (the web page of bookcache serve, driven in a real headless
+# browser; its screenshot is kept in .build/test-artifacts/); when they cannot be installed, those
+# tests are skipped and say why.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -20,6 +22,10 @@ if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ] || ! command -
   if ! { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends nginx-light openssl >/dev/null; }; then
     echo "warning: nginx could not be installed; the TLS test will be skipped" >&2
   fi
+fi
+if ! command -v chromium >/dev/null 2>&1; then
+  echo "installing Debian's chromium for the web page test" >&2
+  scripts/apt-install.sh chromium curl || echo "warning: chromium could not be installed; the web page test will be skipped" >&2
 fi
 swift build
 swift test "$@"

@@ -88,8 +88,9 @@ enum WebPage {
 
         async function loadShelf() {
           const [shelf, stats] = await Promise.all([api("/books"), api("/stats")]);
-          const budget = stats.maxSizeBytes ? " of " + size(stats.maxSizeBytes) : "";
-          document.getElementById("usage").textContent = `${shelf.books.length} books, ${size(stats.totalBytes)} used${budget}`;
+          const budget = stats.maxSize ? " of " + size(stats.maxSize) + " (the budget)" : "";
+          const count = shelf.books.length;
+          document.getElementById("usage").textContent = `${count} book${count === 1 ? "" : "s"}, ${size(stats.totalBytes)} used${budget}`;
           document.getElementById("books").innerHTML = shelf.books.map((book) => `<div class="book" data-book="${escapeHTML(book.id)}">
             <div class="row"><span class="title">${escapeHTML(book.title)}</span><span class="muted">${escapeHTML(book.bookType)}, ${size(book.fileSize)}, ${escapeHTML(book.status)}${book.pinned ? ", pinned" : ""}</span></div>
             <div class="row"><span class="muted">last read ${when(book.lastAccessedAt)}</span><span>

@@ -332,6 +332,30 @@ struct ServiceCLITests {
         }
     }
 
+    static let chromiumInstalled = FileManager.default.isExecutableFile(atPath: "/usr/bin/chromium")
+
+    @Test(
+        "the web page in a real headless Chromium: the login link opens it, a URL added through it shows progress and ends cached on the shelf",
+        .enabled(if: chromiumInstalled, "chromium is not installed; scripts/test.sh installs Debian's chromium"))
+    func webPage() async throws {
+        try await withServerAndDirectory(directory: Fixtures.books) { server, dir in
+            let service = try await Service.start(cache: dir.path("cache").path)
+            defer { service.process.send(SIGKILL) }
+            let artifacts = Fixtures.repositoryRoot.appendingPathComponent(".build/test-artifacts", isDirectory: true)
+            try FileManager.default.createDirectory(at: artifacts, withIntermediateDirectories: true)
+            let screenshot = artifacts.appendingPathComponent("service-page.png")
+            try? FileManager.default.removeItem(at: screenshot)
+            let script = Fixtures.repositoryRoot.appendingPathComponent("Tests/browser/page_check.py").path
+            let result = try await ProcessRunner.run(
+                at: URL(fileURLWithPath: "/usr/bin/python3"), [script, service.loginLink, "\(server.baseURL)/alice.epub", screenshot.path])
+            #expect(result.status == 0, "\(result.stdout)\n\(result.stderr)")
+            #expect(result.stdout.contains("page ok"), "\(result.stdout)")
+            #expect(FileManager.default.fileExists(atPath: screenshot.path), "the screenshot is kept in .build/test-artifacts")
+            let shelf = try await service.http("GET", "/api/v1/books").json["books"] as? [[String: Any]] ?? []
+            #expect(shelf.count == 1)
+        }
+    }
+
     @Test("queue add, list and cancel talk to the running service; with none running they exit 69")
     func queueCommands() async throws {
         try await withServerAndDirectory(directory: Fixtures.books) { server, dir in
