@@ -178,10 +178,7 @@ final class JobStore {
                 "UPDATE service_job SET state = 'queued', updatedAt = ? WHERE state = 'downloading'")
             update.bind(now.timeIntervalSince1970, at: 1)
             try update.run()
-            let changes = try database.statement("SELECT changes()")
-            defer { changes.reset() }
-            _ = try changes.step()
-            return Int(changes.int64(0))
+            return database.changes()
         }
     }
 
@@ -226,10 +223,7 @@ final class JobStore {
             let delete = try database.statement("DELETE FROM service_source WHERE id = ?")
             delete.bind(id, at: 1)
             try delete.run()
-            let changes = try database.statement("SELECT changes()")
-            defer { changes.reset() }
-            _ = try changes.step()
-            return changes.int64(0) > 0
+            return database.changes() > 0
         }
     }
 

@@ -44,14 +44,7 @@ struct ServeCommand: AsyncParsableCommand {
     func run() async throws {
         let root = CacheLayout.defaultRoot(explicit: global.cacheDir)
         if printToken || loginLink {
-            try Self.createRoot(root)
-            let access: ServiceAccess
-            do {
-                access = try ServiceAccess(tokenFile: ServiceInfo.tokenFile(in: root))
-            } catch {
-                Terminal.writeError("error: \(error.message)")
-                throw ExitCode(73)
-            }
+            let access = try Self.access(root)
             if printToken {
                 Terminal.write(access.token)
                 return
@@ -72,14 +65,7 @@ struct ServeCommand: AsyncParsableCommand {
         // Connection failures are the service's to wait out (waiting-for-network, for as long as
         // it takes), not the queue's to retry three times.
         let manager = try global.makeManager(concurrency: concurrency, retryConnectionFailures: false)
-        try Self.createRoot(root)
-        let access: ServiceAccess
-        do {
-            access = try ServiceAccess(tokenFile: ServiceInfo.tokenFile(in: root))
-        } catch {
-            Terminal.writeError("error: \(error.message)")
-            throw ExitCode(73)
-        }
+        let access = try Self.access(root)
         if !loopback {
             Terminal.writeError(
                 "warning: serving on \(listen): anyone who can reach this address and has the token can fill and empty the cache; prefer a loopback address behind an SSH tunnel or a TLS proxy")
@@ -110,11 +96,18 @@ struct ServeCommand: AsyncParsableCommand {
         Terminal.write("bookcache serve: stopped; unfinished jobs stay queued")
     }
 
-    static func createRoot(_ root: URL) throws {
+    /// The cache folder and its token (made on first use); exit 73 (cannot create) when either fails.
+    static func access(_ root: URL) throws -> ServiceAccess {
         do {
             try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
         } catch {
             Terminal.writeError("error: cannot create the cache directory \(root.path) (\(error)); choose another with --cache-dir")
+            throw ExitCode(73)
+        }
+        do {
+            return try ServiceAccess(tokenFile: ServiceInfo.tokenFile(in: root))
+        } catch {
+            Terminal.writeError("error: \(error.message)")
             throw ExitCode(73)
         }
     }

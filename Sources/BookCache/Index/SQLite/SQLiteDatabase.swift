@@ -157,6 +157,11 @@ final class SQLiteDatabase {
         return value
     }
 
+    /// How many rows the last `INSERT`, `UPDATE` or `DELETE` of this connection changed.
+    func changes() -> Int {
+        Int(sqlite3_changes(handle))
+    }
+
     private func rollBack() {
         // A failed ROLLBACK leaves nothing more to undo: SQLite has rolled back already.
         sqlite3_exec(handle, "ROLLBACK", nil, nil, nil)

@@ -230,10 +230,7 @@ final class SQLiteIndex {
         let delete = try database.statement("DELETE FROM book WHERE id = ?")
         delete.bind(id, at: 1)
         try delete.run()
-        let changes = try database.statement("SELECT changes()")
-        defer { changes.reset() }
-        _ = try changes.step()
-        return changes.int64(0) > 0
+        return database.changes() > 0
     }
 
     // MARK: - Rows
