@@ -176,11 +176,26 @@ public struct ServiceServer: Sendable {
         }
 
         api.get("books") { _, _ -> Response in
-            do {
-                let books = try await manager.allBooks()
-                struct Shelf: Encodable { var books: [APIBook] }
-                return APIResponse.json(Shelf(books: books.map(APIBook.init)))
-            } catch {
+            // `{"books": [...]}`, the array as `list --json` writes it: read row by row and written
+            // by hand on a blocking-work thread (JSONEncoder took 2.3 s and 536 MiB for 100,000).
+            let written = await BlockingWork.run { () -> Result<ByteBuffer, BookCacheError> in
+                var buffer = ByteBuffer(string: #"{"books": "#)
+                do throws(BookCacheError) {
+                    var writer = BookListJSON.Writer { bytes in buffer.writeBytes(bytes) }
+                    try manager.forEachBook { writer.add($0) }
+                    writer.finish()
+                } catch {
+                    return .failure(error)
+                }
+                buffer.writeString("}")
+                return .success(buffer)
+            }
+            switch written {
+            case .success(let buffer):
+                return Response(
+                    status: .ok, headers: [.contentType: "application/json; charset=utf-8", .cacheControl: "no-store"],
+                    body: ResponseBody(byteBuffer: buffer))
+            case .failure(let error):
                 return APIResponse.error(error)
             }
         }

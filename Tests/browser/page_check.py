@@ -78,7 +78,7 @@ class WebSocket:
 
 class Page:
     def __init__(self, socket, session):
-        self.ws, self.session, self.next_id = socket, session, 0
+        self.ws, self.session, self.next_id, self.events = socket, session, 0, []
 
     def call(self, method, **params):
         self.next_id += 1
@@ -89,6 +89,16 @@ class Page:
                 if "error" in message:
                     raise RuntimeError(f"{method}: {message['error']}")
                 return message.get("result", {})
+            if "method" in message:
+                self.events.append(message["method"])
+
+    def wait_event(self, name):
+        """Returns once the page has sent the event `name` (perhaps already, during a call)."""
+        while name not in self.events:
+            message = json.loads(self.ws.receive())
+            if "method" in message:
+                self.events.append(message["method"])
+        self.events.remove(name)
 
     def evaluate(self, expression):
         result = self.call("Runtime.evaluate", expression=expression, awaitPromise=True, returnByValue=True)
@@ -102,7 +112,7 @@ def until(condition, timeout_ms=60000):
     return f"""new Promise((resolve, reject) => {{
         const check = () => {{ try {{ if ({condition}) {{ observer.disconnect(); resolve(true); }} }} catch (e) {{}} }};
         const observer = new MutationObserver(check);
-        observer.observe(document.body, {{ subtree: true, childList: true, characterData: true, attributes: true }});
+        observer.observe(document.documentElement, {{ subtree: true, childList: true, characterData: true, attributes: true }});
         check();
         setTimeout(() => {{ observer.disconnect(); reject(new Error("timed out waiting for: {condition.replace('"', "'")}")); }}, {timeout_ms});
     }})"""
@@ -139,9 +149,11 @@ try:
     page = Page(ws, session)
     page.call("Page.enable")
     page.call("Emulation.setDeviceMetricsOverride", width=412, height=915, deviceScaleFactor=1, mobile=True)
+    page.events.clear()
     page.call("Page.navigate", url=login_link)
+    page.wait_event("Page.loadEventFired")
     # The login link redirects to the page, which loads the shelf and then follows events.
-    page.evaluate(until("document.querySelector('#usage') && / books? /.test(document.querySelector('#usage').textContent)"))
+    page.evaluate(until("document.querySelector('#usage') && /[0-9]+ books?,/.test(document.querySelector('#usage').textContent)"))
     if page.evaluate("document.cookie.includes('bookcache_session')"):
         raise RuntimeError("the session cookie is readable by scripts; it must be HttpOnly")
     if "login" in page.evaluate("location.pathname"):
