@@ -61,7 +61,9 @@ public enum BookListJSON {
     /// Appends records with their keys in sorted order (the order `JSONEncoder` uses with
     /// `.sortedKeys`) to a buffer of its own; `flush()` writes it to standard output.
     /// (Appending to an `[UInt8]` a few bytes at a time was a third of the time at a million books.)
-    private struct JSONWriter: ~Copyable {
+    // Not private: the release build of a client module referred to its type metadata (through
+    // the public ~Copyable Writer) and failed to link while it was.
+    @usableFromInline struct JSONWriter: ~Copyable {
         private var storage = UnsafeMutablePointer<UInt8>.allocate(capacity: 1 << 21)
         private var capacity = 1 << 21
         private(set) var count = 0
