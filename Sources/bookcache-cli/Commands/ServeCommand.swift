@@ -71,7 +71,9 @@ struct ServeCommand: AsyncParsableCommand {
                 "warning: serving on \(listen): anyone who can reach this address and has the token can fill and empty the cache; prefer a loopback address behind an SSH tunnel or a TLS proxy")
         }
         let logger = Logger(label: "bookcache.serve")
-        let service = DownloadService(manager: manager, configuration: .init(concurrency: concurrency), logger: logger)
+        // Twice as many jobs in flight as transfers: the manager's queue always has the next
+        // one waiting, so a transfer starts the moment another ends.
+        let service = DownloadService(manager: manager, configuration: .init(concurrency: concurrency * 2), logger: logger)
         let server = ServiceServer(service: service, access: access, options: .init(host: host, port: port), logger: logger)
         let pid = getpid()
         let shownHost = host.contains(":") ? "[\(host)]" : host
