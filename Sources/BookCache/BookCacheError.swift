@@ -98,6 +98,15 @@ public struct BookCacheError: Error, Sendable, CustomStringConvertible {
         return error
     }
 
+    /// A sync source could not be fetched: ``Kind/networkUnavailable`` when its server could not
+    /// be reached, else ``Kind/downloadFailed`` with the HTTP status.
+    static func syncSourceFailed(_ message: String, status: Int?, connection: Bool = false, cause: (any Error)?) -> BookCacheError {
+        var error = BookCacheError(connection ? .networkUnavailable : .downloadFailed, message)
+        error.httpStatus = status
+        error.underlying = cause
+        return error
+    }
+
     static func networkUnavailable(_ id: BookID, cause: DownloadError) -> BookCacheError {
         var error = BookCacheError(
             .networkUnavailable,

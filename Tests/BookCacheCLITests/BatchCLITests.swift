@@ -44,7 +44,7 @@ struct BatchCLITests {
         try await serving { server, cache, _ in
             let manifest = "\(server.baseURL)/alice.epub\n{\"url\": \"\(server.baseURL)/missing.epub\", \"id\": \"gone\"}\n"
             let result = try await bookcache(["download", "--from", "-", "--json", "--retries", "0", "--cache-dir", cache], stdin: Data(manifest.utf8))
-            #expect(result.status == 1)
+            #expect(result.status == 69, "one book failed, with a 404: unavailable")
             let objects = try result.stdout.split(separator: "\n").map {
                 try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] ?? [:]
             }
@@ -57,6 +57,8 @@ struct BatchCLITests {
             let gone = objects.first { $0["id"] as? String == "ebook-gone" }
             #expect(gone?["status"] as? String == "failed")
             #expect((gone?["error"] as? String)?.contains("404") == true)
+            #expect(gone?["kind"] as? String == "downloadFailed")
+            #expect(alice?["kind"] is NSNull, "a cached book has no error kind")
             let summary = objects.last
             #expect(summary?["summary"] as? Bool == true)
             #expect(summary?["total"] as? Int == 2)

@@ -104,7 +104,7 @@ struct CLITests {
     @Test("each corrupt fixture fails with one clear line and is not cached", arguments: [
         ("corrupt/crc-flip.epub", "CRC"),
         ("corrupt/truncated.epub", "truncated"),
-        ("corrupt/wrong-mimetype.epub", "mimetype"),
+        ("corrupt/missing-spine-item.epub", "spine"),
         ("corrupt/no-container.epub", "container.xml is missing"),
         ("corrupt/error-page.epub", "HTML page"),
         ("corrupt/truncated.pdf", "truncated"),
@@ -112,7 +112,7 @@ struct CLITests {
     func corrupt(name: String, reason: String) async throws {
         try await serving { server, cache in
             let result = try await bookcache(["download", "\(server.baseURL)/\(name)", "--cache-dir", cache])
-            #expect(result.status == 1)
+            #expect(result.status == 65, "bad data")
             let lines = result.stderr.split(separator: "\n")
             #expect(lines.count == 1, "\(result.stderr)")
             #expect(result.stderr.hasPrefix("error: "))
@@ -123,16 +123,16 @@ struct CLITests {
         }
     }
 
-    @Test("a 404 and a checksum mismatch fail with exit status 1 and say why")
+    @Test("a 404 and a checksum mismatch fail with their exit statuses (69, 65) and say why")
     func failures() async throws {
         try await serving { server, cache in
             let missing = try await bookcache(["download", "\(server.baseURL)/missing.epub", "--cache-dir", cache])
-            #expect(missing.status == 1)
+            #expect(missing.status == 69)
             #expect(missing.stderr.contains("404"))
             let mismatch = try await bookcache([
                 "download", "\(server.baseURL)/alice.epub", "--sha256", String(repeating: "0", count: 64), "--cache-dir", cache,
             ])
-            #expect(mismatch.status == 1)
+            #expect(mismatch.status == 65)
             #expect(mismatch.stderr.contains("checksum mismatch"))
             let list = try await bookcache(["list", "--cache-dir", cache])
             #expect(list.stdout.contains("No books cached"))
@@ -170,7 +170,7 @@ struct CLITests {
             try Data("precious".utf8).write(to: URL(fileURLWithPath: cache))
             for args in [["list"], ["download", "\(server.baseURL)/alice.epub"], ["clear", "--yes"], ["stats"]] {
                 let result = try await bookcache(args + ["--cache-dir", cache])
-                #expect(result.status == 1, "\(args)")
+                #expect(result.status == 73, "\(args)")
                 #expect(result.stderr.contains("unusable"), "\(args): \(result.stderr)")
             }
             #expect(try Data(contentsOf: URL(fileURLWithPath: cache)) == Data("precious".utf8))

@@ -73,7 +73,7 @@ struct CalibreServerTests {
         ) { digest in
             let cache = dir.path("digest").path
             let refused = try await bookcache(["sync", "\(digest.baseURL)/opds", "--keep", "2"], cache)
-            #expect(refused.status == 1)
+            #expect(refused.status == 69)
             #expect(refused.stderr.contains("HTTP 401; the catalogue asks for a login"), "\(refused.stderr)")
             let url = digest.baseURL.replacingOccurrences(of: "http://", with: "http://reader:s3cret@")
             let synced = try await bookcache(["sync", "\(url)/opds", "--keep", "2"], cache)

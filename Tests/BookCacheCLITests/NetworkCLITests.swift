@@ -95,7 +95,7 @@ struct NetworkCLITests {
             server.requireBasicAuth(user: "reader", password: "s3cret", below: "/alice.epub")
             server.enqueueFault(.redirect(to: "http://localhost:\(server.port)/alice.epub"), for: "/moved.epub")
             let result = try await bookcache(["download", "\(server.baseURL)/moved.epub", "--id", "moved", "--user", "reader:s3cret"], cache)
-            #expect(result.status == 1)
+            #expect(result.status == 69)
             #expect(result.stderr.contains("401"), "\(result.stderr)")
             let asked = server.requests.filter { $0.path == "/alice.epub" }
             #expect(!asked.isEmpty)
@@ -109,7 +109,7 @@ struct NetworkCLITests {
             let cache = dir.path("cache").path
             server.requireBasicAuth(user: "reader", password: "s3cret")
             let refused = try await bookcache(["download", "\(server.baseURL)/alice.epub", "--id", "a"], cache)
-            #expect(refused.status == 1)
+            #expect(refused.status == 69)
             #expect(refused.stderr.contains("401"), "\(refused.stderr)")
 
             let netrc = dir.path("netrc")
@@ -167,7 +167,7 @@ struct NetworkCLITests {
 
                 // An unreachable proxy is a connection failure that names where to look.
                 let dead = try await bookcache(["download", remote, "--id", "dead", "--proxy", "http://127.0.0.1:9", "--retries", "0"], cache)
-                #expect(dead.status == 1)
+                #expect(dead.status == 69)
                 #expect(dead.stderr.contains("network unavailable") || dead.stderr.contains("could not connect"), "\(dead.stderr)")
             } catch {
                 try await proxy.shutdown()
@@ -248,7 +248,7 @@ struct TLSCLITests {
         }
         try await NginxServer.with(serving: books, work: dir.path("nginx")) { nginx in
             let untrusted = try await bookcache(["download", "\(nginx.baseURL)/alice.epub", "--id", "a", "--json"])
-            #expect(untrusted.status == 1)
+            #expect(untrusted.status == 69)
             #expect(untrusted.stdout.contains("--cacert"), "\(untrusted.stdout)")
             #expect(untrusted.stdout.contains(#""attempts":1"#), "not retried: \(untrusted.stdout)")
 

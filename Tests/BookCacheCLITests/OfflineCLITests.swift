@@ -42,7 +42,7 @@ struct OfflineCLITests {
         #expect(offline.status == 0)
         #expect(offline.stdout == cache + "/ebooks/alice.epub\n")
         let missing = try await bookcache(["open", "\(base)/other.epub"], cache)
-        #expect(missing.status == 1)
+        #expect(missing.status == 69)
         #expect(missing.stderr.contains("not cached and the network is unavailable"))
         let checkOffline = try await bookcache(["check"], cache)
         #expect(checkOffline.status == 1)

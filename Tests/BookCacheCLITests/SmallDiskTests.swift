@@ -33,7 +33,7 @@ struct SmallDiskTests {
                 "download", "\(server.baseURL)/chunked/big.epub", "\(server.baseURL)/alice.epub",
                 "--concurrency", "1", "--retries", "0", "--cache-dir", cache, "--json",
             ], environment: ["BOOKCACHE_RESERVE": "0"])
-            #expect(result.status == 1)
+            #expect(result.status == 73)
             let objects = try result.stdout.split(separator: "\n").map {
                 try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] ?? [:]
             }
@@ -54,7 +54,7 @@ struct SmallDiskTests {
             let cache = disk.url.appendingPathComponent("cache").path
             let result = try await ProcessRunner.run(
                 "bookcache", ["download", "\(server.baseURL)/big.epub", "--cache-dir", cache], environment: ["BOOKCACHE_RESERVE": "0"])
-            #expect(result.status == 1)
+            #expect(result.status == 73)
             #expect(result.stderr.contains("insufficient storage: 2.5 MB for the book;"), "\(result.stderr)")
             #expect(result.stderr.contains("free at"))
         }
@@ -75,7 +75,7 @@ struct SmallDiskTests {
             #expect(list.stdout.contains("ebook-alice"))
             for args in [["download", "\(server.baseURL)/pride.epub"], ["delete", "ebook-alice"], ["clear", "--yes"]] {
                 let result = try await ProcessRunner.run("bookcache", args + ["--cache-dir", cache])
-                #expect(result.status == 1, "\(args)")
+                #expect(result.status == 73, "\(args)")
                 #expect(result.stderr.split(separator: "\n").count == 1, "\(args): \(result.stderr)")
                 #expect(result.stderr.hasPrefix("error:"), "\(args): \(result.stderr)")
             }

@@ -256,7 +256,8 @@ extension BookCacheManager {
                     credentials == nil
                     ? "the catalogue asks for a login; put it in the URL (http://USER:PASSWORD@host/…) or pass --user USER:PASSWORD"
                     : "the login was refused; check the user name and password"
-                throw BookCacheError.invalidArgument("cannot fetch the sync source \(shown): HTTP \(response.statusCode); \(hint)")
+                throw BookCacheError.syncSourceFailed(
+                    "cannot fetch the sync source \(shown): HTTP \(response.statusCode); \(hint)", status: response.statusCode, cause: nil)
             }
             guard response.statusCode == 200 else {
                 throw DownloadError(kind: .httpStatus, url: url, statusCode: response.statusCode)
@@ -266,11 +267,11 @@ extension BookCacheManager {
             throw error
         } catch let error as DownloadError {
             if error.kind == .connectionFailed {
-                throw .invalidArgument("cannot reach the sync source: \(error)")
+                throw .syncSourceFailed("cannot reach the sync source: \(error)", status: nil, connection: true, cause: error)
             }
-            throw .invalidArgument("cannot fetch the sync source: \(error)")
+            throw .syncSourceFailed("cannot fetch the sync source: \(error)", status: error.statusCode, cause: error)
         } catch {
-            throw .invalidArgument("cannot fetch the sync source \(shown): \(error)")
+            throw .syncSourceFailed("cannot fetch the sync source \(shown): \(error)", status: nil, cause: error)
         }
     }
 }

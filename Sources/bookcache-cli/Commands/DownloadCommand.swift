@@ -209,13 +209,16 @@ struct DownloadCommand: AsyncParsableCommand {
         if signals.signal == nil { await manager.waitForBackgroundWork() }
         let allCached = reporter.summarize(interrupted: signals.signal != nil)
         if let status = signals.exitStatus { throw ExitCode(status) }
-        if !allCached { throw ExitCode.failure }
+        // The status of the failures when they share one (all offline: 69), else 1.
+        if !allCached { throw ExitCode(ExitStatus.of(failures: reporter.failureStatuses)) }
     }
 
     private static func perform(_ item: BatchItem, manager: BookCacheManager, reporter: BatchReporter) async -> BatchOutcome {
         switch item {
         case .invalid(let problem):
-            return BatchOutcome(id: nil, status: .failed, path: nil, error: problem.description, attempts: 0, bytes: 0)
+            return BatchOutcome(
+                id: nil, status: .failed, path: nil, error: problem.description, kind: "invalidArgument", exitStatus: ExitStatus.usage, attempts: 0,
+                bytes: 0)
         case .request(let request, _):
             let attempts = AttemptCounter()
             do {
@@ -232,7 +235,7 @@ struct DownloadCommand: AsyncParsableCommand {
                 let attemptsMade = (error.underlying as? DownloadError)?.attempts ?? attempts.value
                 return BatchOutcome(
                     id: request.id.description, status: error.kind == .cancelled ? .interrupted : .failed, path: nil, error: error.message,
-                    attempts: attemptsMade, bytes: 0, evicted: error.evicted)
+                    kind: error.kind.description, exitStatus: ExitStatus.of(error), attempts: attemptsMade, bytes: 0, evicted: error.evicted)
             }
         }
     }

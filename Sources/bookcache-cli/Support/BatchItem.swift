@@ -21,6 +21,10 @@ struct BatchOutcome: Sendable {
     var status: Status
     var path: String?
     var error: String?
+    /// The kind of the error (``BookCacheError/Kind``), for scripts.
+    var kind: String?
+    /// The exit status the error stands for (``ExitStatus``).
+    var exitStatus: Int32?
     var attempts: Int
     var bytes: Int64
     var format: String?

@@ -26,6 +26,8 @@ final class BatchReporter: Sendable {
         var cached = 0
         var alreadyCached = 0
         var failed = 0
+        /// The exit status of each failure (``ExitStatus``).
+        var failureStatuses: [Int32] = []
         var interrupted = 0
         var bytes: Int64 = 0
         var drawnLines = 0
@@ -77,7 +79,9 @@ final class BatchReporter: Sendable {
             switch outcome.status {
             case .cached: state.cached += 1
             case .alreadyCached: state.alreadyCached += 1
-            case .failed: state.failed += 1
+            case .failed:
+                state.failed += 1
+                state.failureStatuses.append(outcome.exitStatus ?? ExitStatus.failure)
             case .interrupted: state.interrupted += 1
             }
             if outcome.status == .cached { state.bytes += outcome.bytes }
@@ -108,6 +112,9 @@ final class BatchReporter: Sendable {
         Terminal.writeError("warning: \(text)")
         redraw(force: true)
     }
+
+    /// The exit status of each failed book so far.
+    var failureStatuses: [Int32] { state.withLock { $0.failureStatuses } }
 
     /// Prints the closing summary; returns whether every item ended cached.
     @discardableResult
@@ -213,7 +220,7 @@ final class BatchReporter: Sendable {
     private static func json(_ outcome: BatchOutcome) -> String {
         let object: [String: Any] = [
             "id": outcome.id ?? NSNull(), "status": outcome.status.rawValue, "path": outcome.path ?? NSNull(),
-            "error": outcome.error ?? NSNull(), "attempts": outcome.attempts, "bytes": outcome.bytes,
+            "error": outcome.error ?? NSNull(), "kind": outcome.kind ?? NSNull(), "attempts": outcome.attempts, "bytes": outcome.bytes,
             "evicted": outcome.evicted.map { ["id": $0.metadata.id, "bytes": $0.metadata.fileSize, "reason": $0.reason.rawValue] as [String: Any] },
             "warnings": outcome.warnings,
         ]

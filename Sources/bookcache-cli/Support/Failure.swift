@@ -1,10 +1,10 @@
 import ArgumentParser
 import BookCache
 
-/// Turns a library error into one line on stderr and a non-zero exit.
+/// Turns a library error into one line on stderr and the exit status of its kind (``ExitStatus``).
 func fail(_ error: BookCacheError) -> ExitCode {
     Terminal.writeError("error: \(error.message)")
-    return ExitCode.failure
+    return ExitCode(ExitStatus.of(error))
 }
 
 /// Parses an id typed on the command line, as a validation error when malformed.
