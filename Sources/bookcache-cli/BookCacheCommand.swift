@@ -52,6 +52,10 @@ struct BookCacheCommand: AsyncParsableCommand {
         // 2000 books of 64 KiB peaked at 47 MiB instead of 52, at the same speed. A
         // MALLOC_ARENA_MAX in the environment still wins; elsewhere this does nothing.
         if getenv("MALLOC_ARENA_MAX") == nil { _ = bookcache_limit_malloc_arenas(2) }
+        if let problem = OptionCheck.problem(in: Array(CommandLine.arguments.dropFirst())) {
+            Terminal.writeError("Error: \(problem)")
+            Glibc.exit(ExitStatus.usage)
+        }
         do {
             var command = try parseAsRoot()
             if var asyncCommand = command as? any AsyncParsableCommand {

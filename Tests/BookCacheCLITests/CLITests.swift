@@ -270,6 +270,21 @@ struct CLITests {
         #expect(try canonical(listed) == canonical(expected))
     }
 
+    @Test("mistyped options and subcommands are named with a suggestion, never read as URLs; -o says where books go", arguments: [
+        (["download", "--concurency", "2", "http://127.0.0.1:1/a.epub"], "Unknown option '--concurency' for 'bookcache download'. Did you mean '--concurrency'?"),
+        (["download", "-o", "x.epub", "http://127.0.0.1:1/a.epub"], "bookcache path ID"),
+        (["dowload", "http://127.0.0.1:1/a.epub"], "Unknown subcommand 'dowload' of 'bookcache'. Did you mean 'download'?"),
+        (["queue", "lst"], "Did you mean 'list'?"),
+        (["list", "--jsonn"], "Did you mean '--json'?"),
+        (["sync", "http://127.0.0.1:1/f", "--kep", "3"], "Did you mean '--keep'?"),
+    ])
+    func typos(arguments: [String], message: String) async throws {
+        let result = try await bookcache(arguments + ["--cache-dir", "/nonexistent-bookcache-typo-test"])
+        #expect(result.status == 64)
+        #expect(result.stderr.contains(message), "\(result.stderr)")
+        #expect(!result.stderr.contains("invalid URL"), "\(result.stderr)")
+    }
+
     @Test("--help describes every subcommand")
     func help() async throws {
         let result = try await bookcache(["--help"])
