@@ -2,7 +2,8 @@
 # Sets up, builds, and runs every test (the CLI tests run the built bookcache binary).
 # Also installs Debian's calibre (the calibre-server integration test) and nginx with openssl (the
 # TLS and HTTP/2 test), and chromium (the web page of bookcache serve, driven in a real headless
-# browser; its screenshot is kept in .build/test-artifacts/); when they cannot be installed, those
+# browser; its screenshot is kept in .build/test-artifacts/) and tmux (the live display in a real
+# terminal at 60 and 120 columns); when they cannot be installed, those
 # tests are skipped and say why.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,6 +27,10 @@ fi
 if ! command -v chromium >/dev/null 2>&1; then
   echo "installing Debian's chromium for the web page test" >&2
   scripts/apt-install.sh chromium curl || echo "warning: chromium could not be installed; the web page test will be skipped" >&2
+fi
+if ! command -v tmux >/dev/null 2>&1; then
+  echo "installing tmux for the live display test" >&2
+  scripts/apt-install.sh tmux || echo "warning: tmux could not be installed; the live display test will be skipped" >&2
 fi
 swift build
 swift test "$@"

@@ -168,7 +168,8 @@ struct DownloadCommand: AsyncParsableCommand {
         items = deduplicated(items, warnings: &warnings)
 
         let batch = items.count > 1 || manifest != nil
-        let mode: BatchReporter.Mode = json ? .json : (Terminal.stderrIsTerminal ? .live : .lines)
+        // Live only on a terminal that can move its cursor; plain lines on TERM=dumb and pipes.
+        let mode: BatchReporter.Mode = json ? .json : (Terminal.stderrIsLiveTerminal ? .live : .lines)
         let reporter = BatchReporter(mode: mode, total: items.count, batch: batch)
         for warning in warnings { reporter.warning(warning) }
 

@@ -30,7 +30,6 @@ final class BatchReporter: Sendable {
         var failureStatuses: [Int32] = []
         var interrupted = 0
         var bytes: Int64 = 0
-        var drawnLines = 0
         var lastDraw: ContinuousClock.Instant?
     }
 
@@ -39,6 +38,10 @@ final class BatchReporter: Sendable {
     private let batch: Bool
     private let start = ContinuousClock.now
     private let state = Mutex(State())
+    /// The rows of the live view on the screen now. Everything written to the terminal in live
+    /// mode happens under this lock: a clear from one thread between another thread's counting
+    /// of its rows and its writing of them once left a whole view behind on the screen.
+    private let screen = Mutex(0)
 
     init(mode: Mode, total: Int, batch: Bool) {
         self.mode = mode
@@ -66,7 +69,7 @@ final class BatchReporter: Sendable {
                 break
             }
         }
-        redraw(force: false)
+        screen.withLock { draw(&$0, force: false) }
     }
 
     func finished(_ outcome: BatchOutcome) {
@@ -90,27 +93,31 @@ final class BatchReporter: Sendable {
         case .json:
             Terminal.write(Self.json(outcome))
         case .lines, .live:
-            clearLive()
-            for book in outcome.evicted { Terminal.writeError(book.line) }
-            switch outcome.status {
-            case .cached:
-                Terminal.write("cached \(outcome.id ?? "?") (\(outcome.format ?? "?"), \(ByteFormat.string(outcome.bytes))): \(outcome.path ?? "")")
-                for warning in outcome.warnings { Terminal.writeError("warning: \(outcome.id ?? "?"): \(warning)") }
-            case .alreadyCached:
-                Terminal.write("\(outcome.id ?? "?") is already cached (\(ByteFormat.string(outcome.bytes))): \(outcome.path ?? "")")
-            case .failed:
-                Terminal.writeError("error: \(outcome.error ?? "failed")")
-            case .interrupted:
-                Terminal.writeError("interrupted \(outcome.id ?? "?"); its partial download is kept and resumes on the next run")
+            screen.withLock { drawn in
+                clear(&drawn)
+                for book in outcome.evicted { Terminal.writeError(book.line) }
+                switch outcome.status {
+                case .cached:
+                    Terminal.write("cached \(outcome.id ?? "?") (\(outcome.format ?? "?"), \(ByteFormat.string(outcome.bytes))): \(outcome.path ?? "")")
+                    for warning in outcome.warnings { Terminal.writeError("warning: \(outcome.id ?? "?"): \(warning)") }
+                case .alreadyCached:
+                    Terminal.write("\(outcome.id ?? "?") is already cached (\(ByteFormat.string(outcome.bytes))): \(outcome.path ?? "")")
+                case .failed:
+                    Terminal.writeError("error: \(outcome.error ?? "failed")")
+                case .interrupted:
+                    Terminal.writeError("interrupted \(outcome.id ?? "?"); its partial download is kept and resumes on the next run")
+                }
+                draw(&drawn, force: true)
             }
-            redraw(force: true)
         }
     }
 
     func warning(_ text: String) {
-        clearLive()
-        Terminal.writeError("warning: \(text)")
-        redraw(force: true)
+        screen.withLock { drawn in
+            clear(&drawn)
+            Terminal.writeError("warning: \(text)")
+            draw(&drawn, force: true)
+        }
     }
 
     /// The exit status of each failed book so far.
@@ -119,7 +126,7 @@ final class BatchReporter: Sendable {
     /// Prints the closing summary; returns whether every item ended cached.
     @discardableResult
     func summarize(interrupted: Bool) -> Bool {
-        clearLive()
+        screen.withLock { clear(&$0) }
         let snapshot = state.withLock { $0 }
         let good = snapshot.cached + snapshot.alreadyCached
         let unfinished = total - snapshot.finished
@@ -145,7 +152,9 @@ final class BatchReporter: Sendable {
 
     // MARK: Live view
 
-    private func redraw(force: Bool) {
+    /// Draws the live view over the one on the screen; `drawn` is the rows it takes. Called
+    /// under ``screen``.
+    private func draw(_ drawn: inout Int, force: Bool) {
         guard mode == .live else { return }
         let now = ContinuousClock.now
         let lines: [String]? = state.withLock { state in
@@ -157,42 +166,51 @@ final class BatchReporter: Sendable {
                 lines.append("  " + Self.describe(item))
             }
             if state.order.count > 12 { lines.append("  … and \(state.order.count - 12) more") }
+            // The overall bar and ETA go by bytes: what arrived against the sizes known (finished
+            // books, the announced sizes of running ones), with books not started yet counted at
+            // the average size so far. Counting finished books showed 0/5 with two at 56%.
             let received = state.bytes + state.active.values.reduce(0) { $0 + $1.received }
+            let known = state.bytes + state.active.values.reduce(0) { $0 + max($1.total ?? $1.received, $1.received) }
+            let measured = state.cached + state.active.count
+            let waiting = max(0, total - state.finished - state.active.count)
+            let expected = known + (measured > 0 ? known / Int64(measured) * Int64(waiting) : 0)
             let elapsed = max(0.001, (now - start).seconds)
             let rate = Double(received) / elapsed
-            let fraction = total == 0 ? 1 : Double(state.finished) / Double(total)
+            let fraction = total == 0 || state.finished == total ? 1 : (expected > 0 ? min(1, Double(received) / Double(expected)) : 0)
             let width = 24
             let filled = Int(fraction * Double(width))
             var summary = "[" + String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled) + "] "
-            summary += "\(state.finished)/\(total) done"
+            summary += "\(Int(fraction * 100))% · \(state.finished)/\(total) done"
             if state.failed > 0 { summary += ", \(state.failed) failed" }
             summary += " · \(ByteFormat.string(received)) · \(ByteFormat.string(Int64(rate)))/s"
-            if state.finished > 0 && state.finished < total {
-                let eta = elapsed / Double(state.finished) * Double(total - state.finished)
-                summary += " · ETA \(Self.format(.seconds(Int64(eta))))"
+            if rate > 0, expected > received, state.finished < total {
+                let eta = Double(expected - received) / rate
+                summary += " · ETA \(Self.format(.seconds(Int64(eta.rounded(.up)))))"
             }
             lines.append(summary)
-            return lines
+            let columns = Terminal.stderrColumns
+            return lines.map { Terminal.fit($0, columns: columns) }
         }
         guard let lines else { return }
-        let previous = state.withLock { state -> Int in
-            defer { state.drawnLines = lines.count }
-            return state.drawnLines
-        }
-        var output = previous > 0 ? "\u{1B}[\(previous)A" : ""
+        // Rows are erased one by one (ESC[2K), never with "erase to the end of the screen": at
+        // the top of a tmux pane that erases the whole screen, which tmux first copies into the
+        // scrollback, leaving every earlier view there.
+        var output = drawn > 0 ? "\u{1B}[\(drawn)A" : ""
         for line in lines { output += "\r\u{1B}[2K" + line + "\n" }
-        output += "\u{1B}[J"
+        if drawn > lines.count {
+            let extra = drawn - lines.count
+            output += String(repeating: "\r\u{1B}[2K\n", count: extra) + "\u{1B}[\(extra)A"
+        }
         FileHandle.standardError.write(Data(output.utf8))
+        drawn = lines.count
     }
 
-    private func clearLive() {
-        guard mode == .live else { return }
-        let previous = state.withLock { state -> Int in
-            defer { state.drawnLines = 0 }
-            return state.drawnLines
-        }
-        guard previous > 0 else { return }
-        FileHandle.standardError.write(Data("\u{1B}[\(previous)A\r\u{1B}[J".utf8))
+    /// Removes the live view from the screen, leaving the cursor where it began. Called under ``screen``.
+    private func clear(_ drawn: inout Int) {
+        guard mode == .live, drawn > 0 else { return }
+        let output = "\u{1B}[\(drawn)A" + String(repeating: "\r\u{1B}[2K\n", count: drawn) + "\u{1B}[\(drawn)A"
+        FileHandle.standardError.write(Data(output.utf8))
+        drawn = 0
     }
 
     private static func describe(_ item: Active) -> String {

@@ -16,7 +16,7 @@ final class ProgressBar: Sendable {
     private let start = ContinuousClock.now
     private let state = Mutex(State())
 
-    init(label: String, enabled: Bool = Terminal.stderrIsTerminal) {
+    init(label: String, enabled: Bool = Terminal.stderrIsLiveTerminal) {
         self.label = label
         self.enabled = enabled
     }
@@ -46,7 +46,8 @@ final class ProgressBar: Sendable {
             line += received
         }
         line += " \(ByteFormat.string(Int64(rate)))/s"
-        Terminal.overwriteErrorLine(line)
+        // One screen row, or the carriage return would redraw only the last row of a wrapped line.
+        Terminal.overwriteErrorLine(Terminal.fit(line, columns: Terminal.stderrColumns))
     }
 
     /// Clears the bar so the next line starts clean.

@@ -9,6 +9,28 @@ import Foundation
 /// Writing to the terminal: plain lines, and whether a stream is a terminal.
 enum Terminal {
     static var stderrIsTerminal: Bool { isatty(STDERR_FILENO) == 1 }
+
+    /// Whether stderr can show a live view: a terminal that moves its cursor (not `TERM=dumb`).
+    static var stderrIsLiveTerminal: Bool {
+        guard stderrIsTerminal else { return false }
+        let term = ProcessInfo.processInfo.environment["TERM"] ?? ""
+        return !term.isEmpty && term != "dumb"
+    }
+
+    /// The width of the terminal on stderr, read each time (it may be resized); 80 when unknown.
+    static var stderrColumns: Int {
+        var size = winsize()
+        guard ioctl(STDERR_FILENO, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0 else { return 80 }
+        return Int(size.ws_col)
+    }
+
+    /// `line` cut to `columns - 1` characters (with '…'), so it takes exactly one screen row and
+    /// a redraw that moves the cursor up by lines moves it up by rows.
+    static func fit(_ line: String, columns: Int) -> String {
+        let limit = max(10, columns - 1)
+        guard line.count > limit else { return line }
+        return String(line.prefix(limit - 1)) + "…"
+    }
     static var stdinIsTerminal: Bool { isatty(STDIN_FILENO) == 1 }
 
     static func writeError(_ line: String) {
