@@ -22,6 +22,9 @@ struct BudgetCLITests {
     @Test("config set, get, list, unset; bad keys and values are refused")
     func config() async throws {
         try await serving { _, cache, _ in
+            // Sizes are echoed in their shortest exact form, decimal as `stats` counts (2G is 2GB, not 1953125KiB)
+            #expect(try await bookcache(["config", "set", "max-size", "2G"], cache).stdout == "max-size = 2GB\n")
+            #expect(try await bookcache(["config", "set", "max-size", "1.5GB"], cache).stdout == "max-size = 1500MB\n")
             #expect(try await bookcache(["config", "set", "max-size", "2GiB"], cache).stdout == "max-size = 2GiB\n")
             #expect(try await bookcache(["config", "set", "keep", "50"], cache).status == 0)
             #expect(try await bookcache(["config", "get", "max-size"], cache).stdout == "2GiB\n")

@@ -171,12 +171,13 @@ public struct CacheSettings: Codable, Sendable, Hashable {
 extension ByteSize {
     /// The size in the largest binary unit that divides it exactly (`2GiB`), else in bytes.
     public var exactDescription: String {
-        for (unit, factor) in [("TiB", Int64(1) << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)] where bytes >= factor && bytes % factor == 0 {
-            return "\(bytes / factor)\(unit)"
-        }
-        for (unit, factor) in [("TB", Int64(1_000_000_000_000)), ("GB", 1_000_000_000), ("MB", 1_000_000), ("KB", 1000)] where bytes >= factor && bytes % factor == 0 {
-            return "\(bytes / factor)\(unit)"
-        }
-        return "\(bytes)B"
+        // The shortest exact form, decimal or binary: 2G is echoed as 2GB (as `stats` says 2.0 GB),
+        // not as 1953125KiB; 2GiB stays 2GiB.
+        let units: [(String, Int64)] = [
+            ("TiB", 1 << 40), ("TB", 1_000_000_000_000), ("GiB", 1 << 30), ("GB", 1_000_000_000), ("MiB", 1 << 20), ("MB", 1_000_000),
+            ("KiB", 1 << 10), ("KB", 1000),
+        ]
+        let exact = units.filter { bytes >= $0.1 && bytes % $0.1 == 0 }.map { "\(bytes / $0.1)\($0.0)" }
+        return exact.min { $0.count < $1.count } ?? "\(bytes)B"
     }
 }
