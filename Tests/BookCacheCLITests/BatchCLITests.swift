@@ -39,6 +39,21 @@ struct BatchCLITests {
         }
     }
 
+    @Test("the cache's concurrency setting is the default when --concurrency is not given", .timeLimit(.minutes(1)))
+    func concurrencySetting() async throws {
+        try await serving { server, cache, _ in
+            #expect(try await bookcache(["config", "set", "concurrency", "5", "--cache-dir", cache]).status == 0)
+            // The server answers only once five requests are in flight together: with the default
+            // of 4 the batch would never finish.
+            let names = (0..<5).map { "book\($0).epub" }
+            for name in names { server.setFile(try Fixtures.data("alice.epub"), at: name) }
+            server.holdUntilConcurrent(5)
+            let result = try await bookcache(["download"] + names.map { "\(server.baseURL)/\($0)" } + ["--cache-dir", cache])
+            #expect(result.status == 0, "\(result.stderr)")
+            #expect(server.maxConcurrentRequests == 5)
+        }
+    }
+
     @Test("a manifest on stdin, with --json: one object per book and a summary")
     func jsonFromStdin() async throws {
         try await serving { server, cache, _ in

@@ -13,6 +13,8 @@ import Foundation
 /// | `netrc` | a netrc file whose logins are answered to their own hosts |
 /// | `cacert` | a PEM file of certificate authorities to trust instead of the system's |
 /// | `strict` | `true`: refuse books that break packaging rules no reader needs (EPUB `mimetype` rules, a rebuilt PDF cross-reference table), as `--strict` does |
+/// | `concurrency` | downloads at once for `download`, `sync` and `serve` when `--concurrency` is not given (1–64; 4 by default) |
+/// | `retries` | attempts in a row without progress after a failure, when `--retries` is not given (0–20; 3 by default) |
 ///
 /// The command line's options of the same names come first; `proxy` and `noproxy` come before
 /// the environment's `http_proxy`, `https_proxy` and `no_proxy`.
@@ -35,6 +37,10 @@ public struct CacheSettings: Codable, Sendable, Hashable {
     public var cacert: String?
     /// Refuse books with validation warnings.
     public var strict: Bool?
+    /// Downloads at once, when the command line does not say.
+    public var concurrency: Int?
+    /// Retries after a failure, when the command line does not say.
+    public var retries: Int?
 
     /// Empty settings: no budget, no count limit, the default reserve.
     public init(maxSize: Int64? = nil, keep: Int? = nil, reserve: Int64? = nil) {
@@ -44,7 +50,7 @@ public struct CacheSettings: Codable, Sendable, Hashable {
     }
 
     /// The keys `config` accepts.
-    public static let keys = ["max-size", "keep", "reserve", "proxy", "noproxy", "limit-rate", "netrc", "cacert", "strict"]
+    public static let keys = ["max-size", "keep", "reserve", "proxy", "noproxy", "limit-rate", "netrc", "cacert", "strict", "concurrency", "retries"]
 
     /// Sets a key from its text form (`2GiB`, `50`).
     /// - Throws: ``BookCacheError`` of kind ``BookCacheError/Kind/invalidArgument``.
@@ -59,8 +65,18 @@ public struct CacheSettings: Codable, Sendable, Hashable {
         case "netrc": netrc = try Self.parsePath(text, for: key)
         case "cacert": cacert = try Self.parsePath(text, for: key)
         case "strict": strict = try Self.parseBool(text, for: key)
+        case "concurrency": concurrency = try Self.parseNumber(text, for: key, in: 1...64)
+        case "retries": retries = try Self.parseNumber(text, for: key, in: 0...20)
         default: throw Self.unknown(key)
         }
+    }
+
+    /// A whole number in `range`, for `key`.
+    public static func parseNumber(_ text: String, for key: String, in range: ClosedRange<Int>) throws(BookCacheError) -> Int {
+        guard let value = Int(text.trimmingCharacters(in: .whitespaces)), range.contains(value) else {
+            throw .invalidArgument("invalid \(key) '\(text.debugEscaped)': use a whole number from \(range.lowerBound) to \(range.upperBound)")
+        }
+        return value
     }
 
     /// Removes a key, returning it to its default.
@@ -75,6 +91,8 @@ public struct CacheSettings: Codable, Sendable, Hashable {
         case "netrc": netrc = nil
         case "cacert": cacert = nil
         case "strict": strict = nil
+        case "concurrency": concurrency = nil
+        case "retries": retries = nil
         default: throw Self.unknown(key)
         }
     }
@@ -92,6 +110,8 @@ public struct CacheSettings: Codable, Sendable, Hashable {
         case "netrc": return netrc
         case "cacert": return cacert
         case "strict": return strict.map { $0 ? "true" : "false" }
+        case "concurrency": return concurrency.map(String.init)
+        case "retries": return retries.map(String.init)
         default: throw Self.unknown(key)
         }
     }

@@ -66,11 +66,14 @@ struct DownloadCommand: AsyncParsableCommand {
     @Option(name: .customLong("cover-url"), help: ArgumentHelp("Where the book's cover image is, for a single URL.", valueName: "url"))
     var coverURL: String?
 
-    @Option(help: "How many downloads run at once (1–64).")
-    var concurrency: Int = 4
+    @Option(help: "How many downloads run at once (1–64; default: the cache's concurrency setting, else 4).")
+    var concurrency: Int?
 
-    @Option(help: "Attempts in a row that bring no new bytes before a download gives up, after the first (0–20); an attempt that adds bytes does not count.")
-    var retries: Int = 3
+    @Option(
+        help:
+            "Attempts in a row that bring no new bytes before a download gives up, after the first (0–20; default: the cache's retries setting, else 3); an attempt that adds bytes does not count."
+    )
+    var retries: Int?
 
     @Flag(help: "Pin the books, so they are never evicted automatically.")
     var pin = false
@@ -119,8 +122,8 @@ struct DownloadCommand: AsyncParsableCommand {
         guard !urls.isEmpty || manifest != nil else {
             throw ValidationError("Give a URL, several URLs, or --from FILE (- for stdin).")
         }
-        guard (1...64).contains(concurrency) else { throw ValidationError("--concurrency must be between 1 and 64, not \(concurrency).") }
-        guard (0...20).contains(retries) else { throw ValidationError("--retries must be between 0 and 20, not \(retries).") }
+        if let concurrency, !(1...64).contains(concurrency) { throw ValidationError("--concurrency must be between 1 and 64, not \(concurrency).") }
+        if let retries, !(0...20).contains(retries) { throw ValidationError("--retries must be between 0 and 20, not \(retries).") }
         let singleOnly = [id, title, sha256, coverURL].contains { $0 != nil }
         if singleOnly && (urls.count != 1 || manifest != nil) {
             throw ValidationError("--id, --title, --sha256 and --cover-url apply to a single URL; give per-book values in a manifest instead.")
@@ -174,6 +177,7 @@ struct DownloadCommand: AsyncParsableCommand {
         for warning in warnings { reporter.warning(warning) }
 
         let limits = try budget
+        let (concurrency, retries) = try global.runDefaults(concurrency: self.concurrency, retries: self.retries)
         let manager = try global.makeManager(
             concurrency: concurrency, retries: retries, reserve: try reserveSize, maxSize: limits.maxSize, keep: limits.keep,
             evictForSpace: !noEvict, connection: connection, strict: validation.strict)

@@ -19,17 +19,18 @@ struct RefreshCommand: AsyncParsableCommand {
     @Flag(help: "Only books found outdated by 'bookcache check'.")
     var outdated = false
 
-    @Option(help: "How many downloads run at once (1–64).")
-    var concurrency: Int = 4
+    @Option(help: "How many downloads run at once (1–64; default: the cache's concurrency setting, else 4).")
+    var concurrency: Int?
 
     func validate() throws {
         for id in ids { _ = try parseID(id) }
-        guard (1...64).contains(concurrency) else { throw ValidationError("--concurrency must be between 1 and 64.") }
+        if let concurrency, !(1...64).contains(concurrency) { throw ValidationError("--concurrency must be between 1 and 64.") }
     }
 
     func run() async throws {
         let bookIDs = try ids.map(parseID)
-        let manager = try global.makeManager(concurrency: concurrency, connection: connection, strict: validation.strict)
+        let (concurrency, retries) = try global.runDefaults(concurrency: self.concurrency, retries: nil)
+        let manager = try global.makeManager(concurrency: concurrency, retries: retries, connection: connection, strict: validation.strict)
         let results: [(id: BookID, result: Result<BookDownloadResult, BookCacheError>)]
         do {
             results = try await manager.refresh(bookIDs, outdatedOnly: outdated)

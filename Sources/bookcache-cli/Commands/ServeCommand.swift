@@ -32,8 +32,8 @@ struct ServeCommand: AsyncParsableCommand {
     @Flag(help: "Allow a --listen address other than loopback (anyone who can reach it and has the token can use the cache).")
     var allowRemote = false
 
-    @Option(help: "Downloads at once.")
-    var concurrency = 4
+    @Option(help: "Downloads at once (1–64; default: the cache's concurrency setting, else 4).")
+    var concurrency: Int?
 
     @Flag(help: "Print the API token (making it when there is none) and exit.")
     var printToken = false
@@ -61,10 +61,11 @@ struct ServeCommand: AsyncParsableCommand {
         if !loopback && !allowRemote {
             throw ValidationError("--listen \(listen) is not a loopback address; add --allow-remote to serve other machines")
         }
-        guard (1...64).contains(concurrency) else { throw ValidationError("--concurrency must be between 1 and 64") }
+        if let concurrency, !(1...64).contains(concurrency) { throw ValidationError("--concurrency must be between 1 and 64") }
+        let (concurrency, retries) = try global.runDefaults(concurrency: self.concurrency, retries: nil)
         // Connection failures are the service's to wait out (waiting-for-network, for as long as
         // it takes), not the queue's to retry three times.
-        let manager = try global.makeManager(concurrency: concurrency, retryConnectionFailures: false)
+        let manager = try global.makeManager(concurrency: concurrency, retries: retries, retryConnectionFailures: false)
         let access = try Self.access(root)
         if !loopback {
             Terminal.writeError(

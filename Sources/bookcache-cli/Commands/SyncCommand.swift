@@ -52,8 +52,8 @@ struct SyncCommand: AsyncParsableCommand {
     @Flag(help: "Sync even within --min-interval.")
     var force = false
 
-    @Option(help: "How many downloads run at once (1–64).")
-    var concurrency: Int = 4
+    @Option(help: "How many downloads run at once (1–64; default: the cache's concurrency setting, else 4).")
+    var concurrency: Int?
 
     @Flag(help: "Print JSON.")
     var json = false
@@ -122,7 +122,7 @@ struct SyncCommand: AsyncParsableCommand {
         if (login.user != nil || !login.headers.isEmpty), !source.contains("://") {
             throw ValidationError("--user and --header go with an http(s) SOURCE.")
         }
-        guard (1...64).contains(concurrency) else { throw ValidationError("--concurrency must be between 1 and 64.") }
+        if let concurrency, !(1...64).contains(concurrency) { throw ValidationError("--concurrency must be between 1 and 64.") }
         if source.contains("://") {
             do { _ = try BookDownloadRequest.parseURL(source) } catch { throw ValidationError(error.message) }
         } else if source != "-", !FileManager.default.isReadableFile(atPath: source) {
@@ -136,7 +136,8 @@ struct SyncCommand: AsyncParsableCommand {
             return
         }
         let (keepCount, interval) = try parsedOptions
-        let manager = try global.makeManager(concurrency: concurrency, connection: connection, strict: validation.strict)
+        let (concurrency, retries) = try global.runDefaults(concurrency: self.concurrency, retries: nil)
+        let manager = try global.makeManager(concurrency: concurrency, retries: retries, connection: connection, strict: validation.strict)
         let formats = try self.formats
         let credentials = URL(string: source).flatMap(login.credentials(for:))
         let headers = try login.parsedHeaders

@@ -37,6 +37,19 @@ struct GlobalOptions: ParsableArguments {
 }
 
 extension GlobalOptions {
+    /// `--concurrency` and `--retries` when given, else the cache's `concurrency` and `retries`
+    /// settings, else 4 and 3.
+    func runDefaults(concurrency: Int?, retries: Int?) throws -> (concurrency: Int, retries: Int) {
+        if let concurrency, let retries { return (concurrency, retries) }
+        let settings: CacheSettings
+        do {
+            settings = try CacheSettings.read(cacheRoot: CacheLayout.defaultRoot(explicit: cacheDir))
+        } catch {
+            throw fail(error)
+        }
+        return (concurrency ?? settings.concurrency ?? 4, retries ?? settings.retries ?? 3)
+    }
+
     /// The libcurl transport, configured from the command line's options and the cache's
     /// settings when a command first uses the network: a command that never does reads no
     /// settings for it and starts no thread.
