@@ -11,6 +11,7 @@ struct Evictor: Sendable {
     let configuration: BookCacheConfiguration
     let usage: UsageTracker
     let observers: EvictionObservers
+    let events: Broadcast<BookEvent>
     let logger: Logger
 
     /// The limits in force: the configuration's overrides, else the persisted settings.
@@ -154,6 +155,7 @@ struct Evictor: Sendable {
             logger.info("evicted", metadata: ["id": "\(id)", "bytes": "\(record.fileSize)", "reason": "\(reason.rawValue)"])
             let book = EvictedBook(metadata: record, reason: reason, madeRoomFor: madeRoomFor?.description)
             observers.yield(book)
+            events.yield(.evicted(book))
             evicted.append(book)
         }
         return evicted

@@ -38,6 +38,7 @@ public actor BookCacheManager {
     let settingsStore: SettingsStore
     let usageTracker = UsageTracker()
     let evictionObservers = EvictionObservers()
+    let bookEvents = Broadcast<BookEvent>()
     let evictionRunner: Evictor
     let logger: Logger
     private var inFlight: [BookID: InFlight] = [:]
@@ -68,7 +69,7 @@ public actor BookCacheManager {
         self.settingsStore = SettingsStore(layout: layout)
         self.evictionRunner = Evictor(
             layout: layout, store: store, settings: settingsStore, configuration: configuration, usage: usageTracker,
-            observers: evictionObservers, logger: logger)
+            observers: evictionObservers, events: bookEvents, logger: logger)
         self.queue = DownloadQueue(
             maxConcurrent: configuration.maxConcurrentDownloads, retryPolicy: configuration.retryPolicy,
             transport: transport, clock: configuration.downloadClock, logger: logger)
@@ -299,12 +300,14 @@ public actor BookCacheManager {
                 try updateRecord(id) { $0.syncSources.append(source) }
                 record.syncSources.append(source)
             }
+            bookEvents.yield(.cached(record, alreadyCached: true))
             return BookDownloadResult(metadata: record, fileURL: layout.url(forRelativePath: record.localPath), wasAlreadyCached: true)
         }
         try prepareDirectories()
         let progress = ProgressBox()
         let context = DownloadContext(
-            layout: layout, store: store, queue: queue, configuration: configuration, evictor: evictionRunner, usage: usageTracker, logger: logger)
+            layout: layout, store: store, queue: queue, configuration: configuration, evictor: evictionRunner, usage: usageTracker,
+            events: bookEvents, logger: logger)
         let task = Task {
             try await context.run(request) { event in
                 if case .progress(_, let value) = event { progress.value = value }
@@ -358,6 +361,13 @@ public actor BookCacheManager {
     /// ```
     public nonisolated func evictions() -> AsyncStream<EvictedBook> {
         evictionObservers.stream()
+    }
+
+    /// Every download's life and every eviction from now on (see ``BookEvent``), for as many
+    /// listeners as ask: a second caller of a book another caller is downloading sees its
+    /// progress here. A listener that falls behind keeps the newest 4,096 events.
+    public nonisolated func events() -> AsyncStream<BookEvent> {
+        bookEvents.stream()
     }
 
     /// How many downloads wait in the queue for a slot.

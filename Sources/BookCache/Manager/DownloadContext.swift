@@ -16,6 +16,7 @@ struct DownloadContext: Sendable {
     let configuration: BookCacheConfiguration
     let evictor: Evictor
     let usage: UsageTracker
+    let events: Broadcast<BookEvent>
     let logger: Logger
 
     func run(
@@ -29,8 +30,13 @@ struct DownloadContext: Sendable {
         // Books evicted for free space before the body is written; told to the caller whether
         // the download then succeeds or fails.
         var evictedForSpace: [EvictedBook] = []
+        let events = self.events
+        let report: @Sendable (DownloadEvent) -> Void = { event in
+            if let bookEvent = BookEvent(event, id: id) { events.yield(bookEvent) }
+            onEvent(event)
+        }
         do throws(BookCacheError) {
-            var result = try await queue.withSlot(for: job(for: request, to: partial), onEvent: onEvent) { slot throws(BookCacheError) in
+            var result = try await queue.withSlot(for: job(for: request, to: partial), onEvent: report) { slot throws(BookCacheError) in
                 // The lock is taken once the queue admits the job, so thousands of waiting jobs
                 // hold no file descriptors; it is held until the book is published or given up.
                 let lock = try await lockBook(id)
@@ -66,16 +72,19 @@ struct DownloadContext: Sendable {
                     throw Self.translate(error, id: id, root: layout.root.path)
                 }
                 let context = self
+                events.yield(.validating(id))
                 return try await BlockingWork.run { (isCancelled) throws(BookCacheError) in
                     try context.validateAndPublish(
                         file, of: request, from: partial, limits: limits, strict: strict, isCancelled: isCancelled)
                 }
             }
             result.evicted = evictedForSpace + result.evicted
+            events.yield(.cached(result.metadata, alreadyCached: result.wasAlreadyCached))
             return result
         } catch {
             var failure = error
             failure.evicted = evictedForSpace
+            events.yield(.failed(id, failure))
             throw failure
         }
     }

@@ -1,0 +1,77 @@
+import BookCacheTestSupport
+import DownloadQueue
+import Foundation
+import Testing
+
+@testable import BookCache
+
+/// ``BookCacheManager/events()``: one stream for the whole life of every download, and evictions.
+@Suite("Book events")
+struct BookEventTests {
+    /// Reads events until one satisfies `last`, and returns them all.
+    func collect(_ events: AsyncStream<BookEvent>, until last: (BookEvent) -> Bool) async -> [BookEvent] {
+        var seen: [BookEvent] = []
+        for await event in events {
+            seen.append(event)
+            if last(event) { break }
+        }
+        return seen
+    }
+
+    func name(_ event: BookEvent) -> String {
+        switch event {
+        case .queued: "queued"
+        case .started: "started"
+        case .progress: "progress"
+        case .retrying: "retrying"
+        case .validating: "validating"
+        case .cached(_, let already): already ? "already-cached" : "cached"
+        case .failed: "failed"
+        case .evicted: "evicted"
+        }
+    }
+
+    @Test("a download goes queued, started, progress, validating, cached; a refused one ends failed with its kind, after validating")
+    func lifeOfADownload() async throws {
+        try await withServerAndDirectory(directory: Fixtures.books) { server, dir in
+            let manager = makeManager(dir)
+            let events = manager.events()
+            _ = try await manager.download(try request(server, "alice.epub", id: "ebook-alice"))
+            let names = await collect(events) { if case .cached = $0 { true } else { false } }.map(name)
+            #expect(names.first == "queued")
+            #expect(names.contains("started") && names.contains("progress"))
+            #expect(Array(names.suffix(2)) == ["validating", "cached"], "\(names)")
+
+            // An HTML page where a book should be: validated, then failed with its kind
+            let refused = manager.events()
+            await #expect(throws: BookCacheError.self) { try await manager.download(try request(server, "corrupt/error-page.epub", id: "ebook-page")) }
+            let after = await collect(refused) { if case .failed = $0 { true } else { false } }
+            #expect(after.map(name).suffix(2) == ["validating", "failed"])
+            if case .failed(let id, let error) = after.last {
+                #expect(id.description == "ebook-page")
+                #expect(error.kind == .fileCorrupted)
+            }
+
+            // Asked again, a cached book says so
+            let again = manager.events()
+            _ = try await manager.download(try request(server, "alice.epub", id: "ebook-alice"))
+            let cachedAgain = await collect(again) { _ in true }
+            #expect(cachedAgain.map(name) == ["already-cached"])
+        }
+    }
+
+    @Test("a book evicted for the budget is an event, with its reason")
+    func evictionEvent() async throws {
+        try await withServerAndDirectory(directory: Fixtures.books) { server, dir in
+            let configuration = BookCacheConfiguration(rootDirectory: dir.path("cache"), storageReserveBytes: 0, keepCount: 1, retryPolicy: .none)
+            let manager = BookCacheManager(configuration: configuration)
+            _ = try await manager.download(try request(server, "alice.epub", id: "ebook-alice"))
+            let events = manager.events()
+            _ = try await manager.download(try request(server, "pride.epub", id: "ebook-pride"))
+            let seen = await collect(events) { if case .cached = $0 { true } else { false } }
+            let evicted = seen.compactMap { event -> EvictedBook? in if case .evicted(let book) = event { book } else { nil } }
+            #expect(evicted.map(\.metadata.id) == ["ebook-alice"])
+            #expect(evicted.first?.reason == .budget)
+        }
+    }
+}
