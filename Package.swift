@@ -89,6 +89,13 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // The bookshelf example of the README and DocC, on the library alone; built with everything
+        // else, so the documented API cannot stop compiling unnoticed.
+        .executableTarget(
+            name: "bookshelf-example",
+            dependencies: ["BookCache"],
+            path: "Examples/Bookshelf"
+        ),
         // A loopback HTTP server with fault injection, shared by the tests and the demo.
         .target(
             name: "BookCacheTestSupport",
