@@ -44,8 +44,32 @@ public struct BookCacheError: Error, Sendable, CustomStringConvertible {
         public static let identifierInUse = Kind("identifierInUse")
     }
 
+    /// What a person can do about an error, for a tool that words it as its own instruction (the
+    /// `bookcache` command line names its options and commands for these). The ``message``
+    /// already says it in plain words, for an app to show as it is.
+    public enum Remedy: String, Sendable, Hashable {
+        /// Download the book first.
+        case downloadFirst
+        /// Raise the size budget (`max-size`).
+        case raiseBudget
+        /// Lower the free-space reserve, or free space.
+        case lowerReserve
+        /// Give the book an id of its own.
+        case giveOwnID
+        /// Trust the server's certificate authority (a CA file).
+        case trustAuthority
+        /// Give the catalogue's login.
+        case giveLogin
+        /// Choose one of a navigation feed's sections.
+        case chooseSection
+        /// Upgrade BookCache: the index is from a newer version.
+        case upgrade
+    }
+
     /// The category.
     public let kind: Kind
+    /// What to do about it, when there is one thing to do.
+    public var remedy: Remedy?
     /// The whole message: what happened and what to do next.
     public let message: String
     /// The book concerned, when there is one.
@@ -87,11 +111,12 @@ public struct BookCacheError: Error, Sendable, CustomStringConvertible {
         } else if cause.kind == .fileSystem {
             hint = "check that the cache directory is writable and the disk is not full"
         } else if cause.kind == .untrustedServer {
-            hint = "check the URL, or trust the server's certificate authority with --cacert FILE"
+            hint = "check the URL, or trust the server's certificate authority"
         } else if cause.isRetryable {
             hint = "the transfer was interrupted; try again"
         }
         var error = BookCacheError(.downloadFailed, "download of \(id) failed: \(cause); \(hint)")
+        if cause.kind == .untrustedServer { error.remedy = .trustAuthority }
         error.bookID = id.description
         error.httpStatus = cause.statusCode
         error.underlying = cause
@@ -126,19 +151,21 @@ public struct BookCacheError: Error, Sendable, CustomStringConvertible {
     static func insufficientStorage(bookBytes: Int64, reserve: Int64, available: Int64, path: String) -> BookCacheError {
         let (needed, overflow) = bookBytes.addingReportingOverflow(reserve)
         var need = "\(ByteFormat.string(bookBytes)) for the book"
-        if reserve > 0 { need += " + \(ByteFormat.string(reserve)) reserve (--reserve, config set reserve)" }
+        if reserve > 0 { need += " + \(ByteFormat.string(reserve)) reserve" }
         var error = BookCacheError(
             .insufficientStorage,
             "insufficient storage: \(need); \(ByteFormat.string(available)) free at \(path); free some space, delete cached books\(reserve > 0 ? ", or lower the reserve" : "")")
         error.neededBytes = overflow ? .max : needed
         error.availableBytes = available
+        if reserve > 0 { error.remedy = .lowerReserve }
         return error
     }
 
     static func identifierInUse(_ id: BookID, cachedFrom other: String, wanted url: URL) -> BookCacheError {
         var error = BookCacheError(
             .identifierInUse,
-            "\(id) is already cached from another URL (\(URL(string: other).map(URLRedaction.redacted) ?? other)), so \(URLRedaction.redacted(url)) is a different book; give it an id of its own with --id (or the manifest's \"id\")")
+            "\(id) is already cached from another URL (\(URL(string: other).map(URLRedaction.redacted) ?? other)), so \(URLRedaction.redacted(url)) is a different book; give it an id of its own")
+        error.remedy = .giveOwnID
         error.bookID = id.description
         return error
     }
@@ -146,7 +173,8 @@ public struct BookCacheError: Error, Sendable, CustomStringConvertible {
     static func overBudget(_ id: BookID, size: Int64, budget: Int64) -> BookCacheError {
         var error = BookCacheError(
             .insufficientStorage,
-            "insufficient storage: \(id) is \(ByteFormat.string(size)), more than the whole cache budget of \(ByteFormat.string(budget)); raise it with 'bookcache config set max-size SIZE' or --max-size")
+            "insufficient storage: \(id) is \(ByteFormat.string(size)), more than the whole cache budget of \(ByteFormat.string(budget)); raise the budget (max-size)")
+        error.remedy = .raiseBudget
         error.bookID = id.description
         error.neededBytes = size
         error.availableBytes = budget
@@ -219,8 +247,16 @@ public struct BookCacheError: Error, Sendable, CustomStringConvertible {
         BookCacheError(.invalidArgument, message)
     }
 
+    /// A navigation feed's section must be chosen.
+    static func chooseSection(_ message: String) -> BookCacheError {
+        var error = BookCacheError(.invalidArgument, message)
+        error.remedy = .chooseSection
+        return error
+    }
+
     static func notCached(_ id: BookID) -> BookCacheError {
-        var error = BookCacheError(.notCached, "\(id) is not cached; download it first with 'bookcache download URL --id \(id.bookId) --type \(id.type.rawValue)'")
+        var error = BookCacheError(.notCached, "\(id) is not cached; download it first")
+        error.remedy = .downloadFirst
         error.bookID = id.description
         return error
     }

@@ -285,6 +285,15 @@ struct CLITests {
         #expect(!result.stderr.contains("invalid URL"), "\(result.stderr)")
     }
 
+    @Test("the library's messages name no commands; the command line adds its own (open of a book not cached)")
+    func commandHints() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let result = try await bookcache(["open", "ebook-nowhere", "--cache-dir", dir.path("cache").path])
+        #expect(result.status == 1)
+        #expect(result.stderr.contains("ebook-nowhere is not cached; download it first (bookcache download URL --id nowhere --type ebook)"), "\(result.stderr)")
+    }
+
     @Test("--help describes every subcommand")
     func help() async throws {
         let result = try await bookcache(["--help"])

@@ -203,7 +203,9 @@ struct NeverLoseABookTests {
             b.id = a.id
             let error = await #expect(throws: BookCacheError.self) { try await manager.download(b) }
             #expect(error?.kind == .identifierInUse)
-            #expect(error?.message.contains("--id") == true)
+            #expect(error?.message.contains("give it an id of its own") == true)
+            #expect(error?.remedy == .giveOwnID)
+            #expect(error?.message.contains("--") == false, "the library names no command-line options")
         }
     }
 

@@ -212,8 +212,10 @@ final class IndexStore: Sendable {
 
     static func translate(_ error: SQLiteError, layout: CacheLayout) -> BookCacheError {
         if error.message.contains("newer version") {
-            return .indexUnusable(
-                layout.databaseFile.path, "was written by a newer BookCache; upgrade bookcache — the index was left untouched")
+            var error = BookCacheError.indexUnusable(
+                layout.databaseFile.path, "was written by a newer BookCache; upgrade BookCache — the index was left untouched")
+            error.remedy = .upgrade
+            return error
         }
         switch error.code {
         case 8:  // SQLITE_READONLY

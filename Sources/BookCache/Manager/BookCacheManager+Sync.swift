@@ -147,7 +147,7 @@ extension BookCacheManager {
             level += 1
         }
         if let section, !nameUsed {
-            throw .invalidArgument("\(source.key) lists books, not sections, so --section '\(section)' cannot be chosen; leave it out")
+            throw .invalidArgument("\(source.key) lists books, not sections, so the section '\(section)' cannot be chosen; leave it out")
         }
         listing.format = page.format
         var seen: Set<BookID> = []
@@ -191,15 +191,15 @@ extension BookCacheManager {
             let wanted = name.trimmingCharacters(in: .whitespaces)
             if let exact = sections.first(where: { $0.title.compare(wanted, options: .caseInsensitive) == .orderedSame }) { return exact }
             if let partial = sections.first(where: { $0.title.localizedCaseInsensitiveContains(wanted) }) { return partial }
-            throw .invalidArgument("\(source) has no section '\(name)'; choose one with --section TITLE. Its sections:\n\(list(sections))")
+            throw .chooseSection("\(source) has no section '\(name)'; choose one of its sections:\n\(list(sections))")
         }
         if let newest = sections.first(where: \.isNewestFirst) { return newest }
         let words: Set<Substring> = ["newest", "latest", "recent", "new"]
         if let newest = sections.first(where: { section in section.title.lowercased().split { !$0.isLetter }.contains(where: words.contains) }) {
             return newest
         }
-        throw .invalidArgument(
-            "\(source) is a navigation feed with no newest-first section; choose one with --section TITLE. Its sections:\n\(list(sections))")
+        throw .chooseSection(
+            "\(source) is a navigation feed with no newest-first section; choose one of its sections:\n\(list(sections))")
     }
 
     private static func list(_ sections: [FeedSection]) -> String {
@@ -254,10 +254,12 @@ extension BookCacheManager {
             if response.statusCode == 401 || response.statusCode == 403 {
                 let hint =
                     credentials == nil
-                    ? "the catalogue asks for a login; put it in the URL (http://USER:PASSWORD@host/…) or pass --user USER:PASSWORD"
+                    ? "the catalogue asks for a login; put it in the URL (http://USER:PASSWORD@host/…) or give credentials"
                     : "the login was refused; check the user name and password"
-                throw BookCacheError.syncSourceFailed(
+                var error = BookCacheError.syncSourceFailed(
                     "cannot fetch the sync source \(shown): HTTP \(response.statusCode); \(hint)", status: response.statusCode, cause: nil)
+                error.remedy = .giveLogin
+                throw error
             }
             guard response.statusCode == 200 else {
                 throw DownloadError(kind: .httpStatus, url: url, statusCode: response.statusCode)

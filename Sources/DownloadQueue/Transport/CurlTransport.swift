@@ -440,9 +440,9 @@ final class CurlDriver: @unchecked Sendable {
         case CURLE_PEER_FAILED_VERIFICATION:
             return DownloadError(
                 kind: .untrustedServer, url: url,
-                detail: "its TLS certificate is not signed by an authority this system trusts; for a private authority give its certificate with --cacert FILE")
+                detail: "its TLS certificate is not signed by an authority this system trusts; for a private authority give its certificate as the transport's CA file")
         case CURLE_SSL_CACERT_BADFILE:
-            return DownloadError(kind: .untrustedServer, url: url, detail: "the certificate authorities file (--cacert) cannot be read or is not PEM")
+            return DownloadError(kind: .untrustedServer, url: url, detail: "the certificate authorities file cannot be read or is not PEM")
         case CURLE_COULDNT_RESOLVE_PROXY:
             return DownloadError(kind: .connectionFailed, url: url, detail: "the proxy's host name could not be resolved (check --proxy, the proxy setting, or $http_proxy / $https_proxy)")
         case CURLE_TOO_MANY_REDIRECTS:

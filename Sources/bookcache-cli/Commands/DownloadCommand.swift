@@ -239,7 +239,7 @@ struct DownloadCommand: AsyncParsableCommand {
             } catch {
                 let attemptsMade = (error.underlying as? DownloadError)?.attempts ?? attempts.value
                 return BatchOutcome(
-                    id: request.id.description, status: error.kind == .cancelled ? .interrupted : .failed, path: nil, error: error.message,
+                    id: request.id.description, status: error.kind == .cancelled ? .interrupted : .failed, path: nil, error: cliMessage(error),
                     kind: error.kind.description, exitStatus: ExitStatus.of(error), attempts: attemptsMade, bytes: 0, evicted: error.evicted)
             }
         }

@@ -44,7 +44,7 @@ struct RefreshCommand: AsyncParsableCommand {
             case .success(let download):
                 Terminal.write("refreshed \(id) (\(ByteFormat.string(download.metadata.fileSize)))")
             case .failure(let error):
-                Terminal.writeError("error: \(error.message)")
+                Terminal.writeError("error: \(cliMessage(error))")
                 failures += 1
             }
         }

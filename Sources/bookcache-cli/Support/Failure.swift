@@ -3,7 +3,7 @@ import BookCache
 
 /// Turns a library error into one line on stderr and the exit status of its kind (``ExitStatus``).
 func fail(_ error: BookCacheError) -> ExitCode {
-    Terminal.writeError("error: \(error.message)")
+    Terminal.writeError("error: \(cliMessage(error))")
     return ExitCode(ExitStatus.of(error))
 }
 
@@ -14,4 +14,24 @@ func parseID(_ string: String) throws -> BookID {
     } catch {
         throw ValidationError(error.message)
     }
+}
+
+/// The command line's wording of what to do about an error: the library's message, followed by
+/// the option or command that does it (the library names no command-line options).
+func cliMessage(_ error: BookCacheError) -> String {
+    guard let remedy = error.remedy else { return error.message }
+    let hint: String
+    switch remedy {
+    case .downloadFirst:
+        let id = error.bookID.flatMap { try? BookID(parsing: $0) }
+        hint = id.map { "bookcache download URL --id \($0.bookId) --type \($0.type.rawValue)" } ?? "bookcache download URL --id ID"
+    case .raiseBudget: hint = "bookcache config set max-size SIZE, or --max-size"
+    case .lowerReserve: hint = "--reserve, or bookcache config set reserve"
+    case .giveOwnID: hint = "--id, or the manifest's \"id\""
+    case .trustAuthority: hint = "--cacert FILE, or bookcache config set cacert FILE"
+    case .giveLogin: hint = "--user USER:PASSWORD, --netrc, or the login in the URL"
+    case .chooseSection: hint = "--section TITLE"
+    case .upgrade: hint = "install a newer bookcache"
+    }
+    return "\(error.message) (\(hint))"
 }
