@@ -42,6 +42,9 @@ public struct BookCacheError: Error, Sendable, CustomStringConvertible {
         public static let cancelled = Kind("cancelled")
         /// The id derived from a URL names a book cached from another URL; give an id of your own.
         public static let identifierInUse = Kind("identifierInUse")
+        /// Something failed that the cache does not know how to classify; ``BookCacheError/underlying``
+        /// keeps the cause. (Such errors were once reported as cancelled.)
+        public static let unexpected = Kind("unexpected")
     }
 
     /// What a person can do about an error, for a tool that words it as its own instruction (the
@@ -258,6 +261,14 @@ public struct BookCacheError: Error, Sendable, CustomStringConvertible {
         var error = BookCacheError(.notCached, "\(id) is not cached; download it first")
         error.remedy = .downloadFirst
         error.bookID = id.description
+        return error
+    }
+
+    /// An error of a kind the cache does not classify, with its cause kept.
+    static func unexpected(_ id: BookID, cause: any Error) -> BookCacheError {
+        var error = BookCacheError(.unexpected, "download of \(id) failed unexpectedly (\(cause)); try again, and report it if it persists")
+        error.bookID = id.description
+        error.underlying = cause
         return error
     }
 

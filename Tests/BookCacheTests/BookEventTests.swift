@@ -75,3 +75,17 @@ struct BookEventTests {
         }
     }
 }
+
+@Suite("Error kinds")
+struct ErrorKindTests {
+    struct Strange: Error {}
+
+    @Test("an error the cache cannot classify is unexpected, with its cause kept; only cancellation is cancelled")
+    func unexpected() throws {
+        let id = try BookID(parsing: "ebook-x")
+        let strange = DownloadContext.translate(Strange(), id: id, root: "/tmp")
+        #expect(strange.kind == .unexpected)
+        #expect(strange.underlying is Strange)
+        #expect(DownloadContext.translate(CancellationError(), id: id, root: "/tmp").kind == .cancelled)
+    }
+}

@@ -328,8 +328,10 @@ public actor BookCacheManager {
             return result
         } catch let error as BookCacheError {
             throw error
-        } catch {
+        } catch is CancellationError {
             throw .cancelled(id)
+        } catch {
+            throw .unexpected(id, cause: error)
         }
     }
 
@@ -388,8 +390,10 @@ public actor BookCacheManager {
             return try await task.value
         } catch let error as BookCacheError {
             throw error
-        } catch {
+        } catch is CancellationError {
             throw .cancelled(id)
+        } catch {
+            throw .unexpected(id, cause: error)
         }
     }
 

@@ -242,7 +242,7 @@ struct DownloadContext: Sendable {
     static func translate(_ error: any Error, id: BookID, root: String) -> BookCacheError {
         if let error = error as? BookCacheError { return error }
         guard let error = error as? DownloadError else {
-            return .cancelled(id)
+            return error is CancellationError ? .cancelled(id) : .unexpected(id, cause: error)
         }
         if let inner = error.underlying as? BookCacheError { return inner }
         if error.kind == .fileSystem, let code = error.errnoCode, code == ENOSPC || code == EDQUOT {
