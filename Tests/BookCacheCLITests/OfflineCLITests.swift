@@ -73,6 +73,14 @@ struct OfflineCLITests {
         #expect(object?["synced"] as? Int == 2)
         let removed = (object?["removed"] as? [String])?.sorted() ?? []
         #expect(removed.count == 2 && removed[0].hasPrefix("ebook-b0-") && removed[1].hasPrefix("ebook-b1-"), "\(removed)")
+        // A wanted book the server no longer has: the item carries its kind, and the exit status is 69
+        try Data("\(server.baseURL)/gone.epub\n".utf8).write(to: feed)
+        let missing = try await bookcache(["sync", feed.path, "--keep", "1", "--force", "--json"], cache)
+        #expect(missing.status == 69, "\(missing.stderr)")
+        let report = try JSONSerialization.jsonObject(with: Data(missing.stdout.utf8)) as? [String: Any]
+        let item = (report?["items"] as? [[String: Any]])?.first
+        #expect(item?["status"] as? String == "failed")
+        #expect(item?["kind"] as? String == "downloadFailed", "\(missing.stdout)")
         for bad in [["sync", feed.path, "--keep", "-1"], ["sync", "/nope.jsonl", "--keep", "1"], ["sync", feed.path, "--keep", "1", "--min-interval", "soon"]] {
             #expect(try await bookcache(bad, cache).status == 64, "\(bad)")
         }

@@ -269,7 +269,7 @@ struct NeverLoseABookTests {
             server.setFile(Data(feed.utf8), at: "opds")
             let manager = makeManager(dir)
             let report = try await manager.sync(.url(URL(string: "\(server.baseURL)/opds")!), keep: 5)
-            #expect(report.items.map(\.status) == Array(repeating: "cached", count: 5))
+            #expect(report.items.map(\.status) == Array(repeating: .cached, count: 5))
             #expect(Set(report.items.compactMap(\.id)).count == 5)
             #expect(report.items.first?.id == "ebook-00000000-0000-0000-0000-000000000001")
             let cached = try await manager.allBooks()
@@ -296,7 +296,7 @@ struct NeverLoseABookTests {
             let manager = makeManager(dir)
             let report = try await manager.sync(.url(URL(string: "\(server.baseURL)/catalog.json")!), keep: 10)
             #expect(report.wanted == 2)
-            #expect(report.items.filter { $0.status == "cached" }.count == 2)
+            #expect(report.items.filter { $0.status == .cached }.count == 2)
             #expect(report.isComplete)
             #expect(try await manager.allBooks().count == 2)
         }

@@ -68,7 +68,8 @@ extension BookCacheManager {
                     var request: BookDownloadRequest
                     switch entry {
                     case .success(let listed): request = listed
-                    case .failure(let problem): return (position, SyncReport.Item(id: nil, status: "failed", error: problem.description))
+                    case .failure(let problem):
+                        return (position, SyncReport.Item(id: nil, status: .failed, failure: .invalidArgument(problem.description)))
                     }
                     request.priority = .low
                     request.syncSource = source.key
@@ -79,11 +80,11 @@ extension BookCacheManager {
                         return (
                             position,
                             SyncReport.Item(
-                                id: id.description, status: result.wasAlreadyCached ? "already-cached" : "cached", evicted: result.evicted,
+                                id: id.description, status: result.wasAlreadyCached ? .alreadyCached : .cached, evicted: result.evicted,
                                 warnings: result.wasAlreadyCached ? [] : result.metadata.warnings)
                         )
                     } catch {
-                        return (position, SyncReport.Item(id: id.description, status: "failed", error: error.message, evicted: error.evicted))
+                        return (position, SyncReport.Item(id: id.description, status: .failed, failure: error, evicted: error.evicted))
                     }
                 }
             }

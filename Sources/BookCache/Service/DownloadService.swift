@@ -475,7 +475,7 @@ public actor DownloadService {
                 source, keep: scheduled.keep, type: scheduled.type, formats: scheduled.formats, section: scheduled.section, force: true)
             scheduled.lastResult = report.summary
             scheduled.lastRunSucceeded = report.isComplete
-            for item in report.items where item.status != "failed" {
+            for item in report.items where item.status != .failed {
                 if let id = item.id { broadcast.yield(.book(id: id, cached: true)) }
             }
         } catch {

@@ -4,12 +4,25 @@ import Foundation
 public struct SyncReport: Sendable {
     /// How one listed book ended.
     public struct Item: Sendable {
+        /// How a listed book ended.
+        public enum Status: String, Sendable, Hashable, Codable {
+            /// Downloaded by this sync.
+            case cached
+            /// In the cache already.
+            case alreadyCached = "already-cached"
+            /// Not in the cache: see ``Item/failure``.
+            case failed
+        }
+
         /// The book, when the entry named one.
         public var id: String?
-        /// `cached`, `already-cached` or `failed`.
-        public var status: String
-        /// The error, for a failed one.
-        public var error: String?
+        /// How it ended.
+        public var status: Status
+        /// Why it failed, with its kind: the download's error, or ``BookCacheError/Kind/invalidArgument``
+        /// for an entry that named no usable book.
+        public var failure: BookCacheError?
+        /// The failure's message.
+        public var error: String? { failure?.message }
         /// Books evicted to make room for this one.
         public var evicted: [EvictedBook] = []
         /// What validation warned about, for a book cached by this sync (see
@@ -47,11 +60,11 @@ public struct SyncReport: Sendable {
     public var section: String?
 
     /// Books among the wanted that are now cached.
-    public var inCache: Int { items.filter { $0.status != "failed" }.count }
+    public var inCache: Int { items.filter { $0.status != .failed }.count }
     /// Of those, how many were cached before.
-    public var alreadyCached: Int { items.filter { $0.status == "already-cached" }.count }
+    public var alreadyCached: Int { items.filter { $0.status == .alreadyCached }.count }
     /// Books that failed.
-    public var failed: Int { items.filter { $0.status == "failed" }.count }
+    public var failed: Int { items.filter { $0.status == .failed }.count }
     /// Whether every wanted book ended in the cache.
     public var isComplete: Bool { skipped || failed == 0 }
 

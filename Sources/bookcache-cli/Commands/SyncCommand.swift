@@ -170,7 +170,8 @@ struct SyncCommand: AsyncParsableCommand {
                 "skippedEntries": report.skippedEntries.map { ["title": $0.title ?? NSNull(), "reason": $0.reason] as [String: Any] },
                 "items": report.items.map {
                     [
-                        "id": $0.id ?? NSNull(), "status": $0.status, "error": $0.error ?? NSNull(),
+                        "id": $0.id ?? NSNull(), "status": $0.status.rawValue, "error": $0.failure.map(cliMessage) ?? NSNull(),
+                        "kind": $0.failure?.kind.description ?? NSNull(),
                         "evicted": $0.evicted.map(\.metadata.id), "warnings": $0.warnings,
                     ] as [String: Any]
                 },
@@ -180,11 +181,11 @@ struct SyncCommand: AsyncParsableCommand {
             for item in report.items {
                 for book in item.evicted { Terminal.writeError(book.line) }
                 switch item.status {
-                case "failed": Terminal.writeError("error: \(item.error ?? "failed")")
-                case "cached":
+                case .failed: Terminal.writeError("error: \(item.failure.map(cliMessage) ?? "failed")")
+                case .cached:
                     Terminal.write("cached \(item.id ?? "?")")
                     for warning in item.warnings { Terminal.writeError("warning: \(item.id ?? "?"): \(warning)") }
-                default: break
+                case .alreadyCached: break
                 }
             }
             for id in report.removed { Terminal.write("removed \(id)") }
@@ -192,7 +193,10 @@ struct SyncCommand: AsyncParsableCommand {
             for entry in report.skippedEntries { Terminal.write("skipped \(entry.title.map { "'\($0)'" } ?? "an entry"): \(entry.reason)") }
             Terminal.write(report.summary)
         }
-        if !report.isComplete { throw ExitCode.failure }
+        // Failed books: the status they share (all offline: 69), else 1 — as a download batch.
+        if !report.isComplete {
+            throw ExitCode(ExitStatus.of(failures: report.items.compactMap { $0.failure.map(ExitStatus.of) }))
+        }
     }
 
     private static func ago(_ date: Date) -> String {
