@@ -294,6 +294,29 @@ struct CLITests {
         #expect(result.stderr.contains("ebook-nowhere is not cached; download it first (bookcache download URL --id nowhere --type ebook)"), "\(result.stderr)")
     }
 
+    @Test("bash completion offers the ids of the cache named on the line")
+    func completion() async throws {
+        try await serving { server, cache in
+            _ = try await bookcache(["download", "\(server.baseURL)/alice.epub", "--id", "alice", "--cache-dir", cache])
+            _ = try await bookcache(["download", "\(server.baseURL)/pride.epub", "--id", "pride", "--cache-dir", cache])
+            let dir = try TemporaryDirectory()
+            defer { dir.remove() }
+            let script = dir.path("bookcache.bash")
+            try Data(try await bookcache(["--generate-completion-script", "bash"]).stdout.utf8).write(to: script)
+            let line = "bookcache path --cache-dir \(cache) ebook-a"
+            let bash = """
+                source '\(script.path)'
+                COMP_WORDS=(bookcache path --cache-dir '\(cache)' ebook-a); COMP_CWORD=4; COMP_LINE='\(line)'; COMP_POINT=${#COMP_LINE}
+                _bookcache bookcache ebook-a path
+                printf '%s\\n' "${COMPREPLY[@]}"
+                """
+            let result = try await ProcessRunner.run(
+                at: URL(fileURLWithPath: "/bin/bash"), ["-c", bash],
+                environment: ["PATH": ProcessRunner.productsDirectory.path + ":/usr/bin:/bin"])
+            #expect(result.stdout.split(separator: "\n") == ["ebook-alice"], "\(result.stdout)\(result.stderr)")
+        }
+    }
+
     @Test("--help describes every subcommand")
     func help() async throws {
         let result = try await bookcache(["--help"])

@@ -16,7 +16,7 @@ struct CheckCommand: AsyncParsableCommand {
     @OptionGroup var global: GlobalOptions
     @OptionGroup(title: "Network") var connection: ConnectionOptions
 
-    @Argument(help: ArgumentHelp("Book ids (default: every book).", valueName: "id"))
+    @Argument(help: ArgumentHelp("Book ids (default: every book).", valueName: "id"), completion: Completions.bookIDs)
     var ids: [String] = []
 
     @Flag(help: "Print JSON.")

@@ -48,7 +48,9 @@ struct DownloadCommand: AsyncParsableCommand {
     @Argument(help: ArgumentHelp("http or https URLs of EPUB or PDF files.", valueName: "url"))
     var urls: [String] = []
 
-    @Option(name: .customLong("from"), help: ArgumentHelp("Read a JSON Lines manifest from a file, or - for stdin.", valueName: "file"))
+    @Option(
+        name: .customLong("from"), help: ArgumentHelp("Read a JSON Lines manifest from a file, or - for stdin.", valueName: "file"),
+        completion: .file())
     var manifest: String?
 
     @Option(help: ArgumentHelp("The book id, for a single URL (default: the URL's file name without extension, a dash and 12 hex digits of the URL's SHA-256, so two URLs are two books; give an id to keep one book across changing URLs).", valueName: "book-id"))

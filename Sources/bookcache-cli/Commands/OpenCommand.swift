@@ -18,7 +18,7 @@ struct OpenCommand: AsyncParsableCommand {
     @OptionGroup(title: "Login") var login: LoginOptions
     @OptionGroup(title: "Validation") var validation: ValidationOptions
 
-    @Argument(help: ArgumentHelp("A book id (ebook-123) or an http(s) URL.", valueName: "id-or-url"))
+    @Argument(help: ArgumentHelp("A book id (ebook-123) or an http(s) URL.", valueName: "id-or-url"), completion: Completions.bookIDs)
     var target: String
 
     @Option(help: ArgumentHelp("The book id for a URL (default: the URL's file name and a short hash of the URL).", valueName: "book-id"))

@@ -11,7 +11,7 @@ struct PathCommand: AsyncParsableCommand {
 
     @OptionGroup var global: GlobalOptions
 
-    @Argument(help: ArgumentHelp("The book id, such as ebook-123.", valueName: "id"))
+    @Argument(help: ArgumentHelp("The book id, such as ebook-123.", valueName: "id"), completion: Completions.bookIDs)
     var id: String
 
     func validate() throws {

@@ -50,7 +50,7 @@ struct QueueAddCommand: AsyncParsableCommand {
     @Argument(help: "Book URLs.")
     var urls: [String] = []
 
-    @Option(help: ArgumentHelp("A JSON Lines manifest, or - for standard input.", valueName: "file"))
+    @Option(help: ArgumentHelp("A JSON Lines manifest, or - for standard input.", valueName: "file"), completion: .file())
     var from: String?
 
     @Option(help: "The type of books whose line does not say: ebook or magazine.")

@@ -13,7 +13,7 @@ struct RefreshCommand: AsyncParsableCommand {
     @OptionGroup(title: "Network") var connection: ConnectionOptions
     @OptionGroup(title: "Validation") var validation: ValidationOptions
 
-    @Argument(help: ArgumentHelp("Book ids (default: every book).", valueName: "id"))
+    @Argument(help: ArgumentHelp("Book ids (default: every book).", valueName: "id"), completion: Completions.bookIDs)
     var ids: [String] = []
 
     @Flag(help: "Only books found outdated by 'bookcache check'.")

@@ -13,7 +13,7 @@ struct ValidateCommand: ParsableCommand {
             """
     )
 
-    @Argument(help: ArgumentHelp("EPUB or PDF files.", valueName: "file"))
+    @Argument(help: ArgumentHelp("EPUB or PDF files.", valueName: "file"), completion: .file(extensions: ["epub", "pdf"]))
     var files: [String]
 
     @Flag(help: "Refuse files with warnings too.")

@@ -18,7 +18,7 @@ struct VerifyCommand: AsyncParsableCommand {
 
     @OptionGroup var global: GlobalOptions
 
-    @Argument(help: ArgumentHelp("Book ids to check (default: everything).", valueName: "id"))
+    @Argument(help: ArgumentHelp("Book ids to check (default: everything).", valueName: "id"), completion: Completions.bookIDs)
     var ids: [String] = []
 
     @Flag(help: "Fix what is found.")

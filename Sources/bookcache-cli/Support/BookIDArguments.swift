@@ -3,7 +3,7 @@ import BookCache
 
 /// One or more book ids, every one checked before the command does anything.
 struct BookIDArguments: ParsableArguments {
-    @Argument(help: ArgumentHelp("Book ids, such as ebook-123.", valueName: "id"))
+    @Argument(help: ArgumentHelp("Book ids, such as ebook-123.", valueName: "id"), completion: Completions.bookIDs)
     var ids: [String]
 
     func validate() throws {

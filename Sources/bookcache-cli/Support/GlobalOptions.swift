@@ -6,7 +6,7 @@ import Synchronization
 
 /// Options every subcommand accepts, before or after its name.
 struct GlobalOptions: ParsableArguments {
-    @Option(name: .long, help: ArgumentHelp("The cache directory.", valueName: "dir"))
+    @Option(name: .long, help: ArgumentHelp("The cache directory.", valueName: "dir"), completion: .directory)
     var cacheDir: String?
 
     @Flag(name: .shortAndLong, help: "Log what the cache does to stderr.")

@@ -6,6 +6,10 @@ import ArgumentParser
 enum OptionCheck {
     /// A usage error for `arguments` (without the program name), or `nil` when none is found.
     static func problem(in arguments: [String]) -> String? {
+        // ArgumentParser's own machinery: completion scripts, the completion protocol, help dumps.
+        if arguments.contains(where: { $0 == "--generate-completion-script" || $0.hasPrefix("---") || $0 == "--experimental-dump-help" }) {
+            return nil
+        }
         var command: any ParsableCommand.Type = BookCacheCommand.self
         var index = 0
         var path = ["bookcache"]
