@@ -61,7 +61,7 @@ struct OfflineCLITests {
         let feed = dir.path("feed.jsonl")
         try Data((0..<4).map { "\(server.baseURL)/b\($0).epub" }.joined(separator: "\n").utf8).write(to: feed)
 
-        let first = try await bookcache(["sync", feed.path, "--keep", "2", "--min-interval", "4h"], cache)
+        let first = try await bookcache(["sync", feed.path, "--first", "2", "--min-interval", "4h"], cache)
         #expect(first.status == 0, "\(first.stderr)")
         #expect(first.stdout.contains("2 of 2 cached (2 new, 0 already cached), 0 failed, 0 removed"))
         let skipped = try await bookcache(["sync", feed.path, "--keep", "3", "--min-interval", "4h"], cache)

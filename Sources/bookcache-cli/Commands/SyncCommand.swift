@@ -34,7 +34,11 @@ struct SyncCommand: AsyncParsableCommand {
     @Argument(help: ArgumentHelp("A manifest or OPDS feed: a file, - for stdin, or an http(s) URL.", valueName: "source"))
     var source: String
 
-    @Option(help: ArgumentHelp("How many of the source's first books to keep cached.", valueName: "n"))
+    // `--first`: the source's first N books, not "at most N in the cache" as prune's and config's
+    // `keep` mean; `--keep` is still accepted.
+    @Option(
+        name: [.customLong("first"), .customLong("keep")],
+        help: ArgumentHelp("How many of the source's first books to keep cached (--keep is the same).", valueName: "n"))
     var keep: String
 
     @Option(help: "The type for books whose source does not say: ebook or magazine.")
