@@ -3,7 +3,8 @@ import PackageDescription
 
 let package = Package(
     name: "BookCache",
-    platforms: [.macOS(.v15), .iOS(.v18)],
+    // Linux only: the libraries link the system's libcurl, OpenSSL, libzip, qpdf and SQLite, and
+    // nothing has been built or tested on Apple platforms (the README keeps that as a plan).
     products: [
         .library(name: "DownloadQueue", targets: ["DownloadQueue"]),
         .library(name: "BookCache", targets: ["BookCache"]),
