@@ -35,7 +35,9 @@ fi
 swift build
 swift test "$@"
 # The README's first command must work too (it broke once unnoticed): run the demo, quietly.
+# And the DocC documentation must build without warnings (broken links).
 if [ $# -eq 0 ]; then
+  scripts/check-docs.sh
   scripts/demo.sh >/dev/null 2>&1 || { echo "error: scripts/demo.sh failed; run it to see why" >&2; exit 1; }
   echo "scripts/demo.sh ran to the end"
 fi

@@ -89,7 +89,7 @@ public struct BookCacheError: Error, Sendable, CustomStringConvertible {
     public var expectedChecksum: String?
     /// The actual SHA-256, for ``Kind/checksumMismatch``.
     public var actualChecksum: String?
-    /// The cause underneath, such as a ``DownloadError``.
+    /// The cause underneath, such as a `DownloadError`.
     public var underlying: (any Error)?
     /// Books evicted for free space on the disk before this download failed. The budget never
     /// evicts for a download that fails; only a disk too full for the body does.

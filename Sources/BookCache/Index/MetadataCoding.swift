@@ -31,7 +31,7 @@ public enum MetadataCoding {
     private static let dateStyle = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
 
     /// `2026-11-22T12:04:51.802Z`: UTC with milliseconds, written directly (the inverse of
-    /// ``parseUTC(_:)``), since the general formatter is slow for thousands of dates.
+    /// `parseUTC(_:)`), since the general formatter is slow for thousands of dates.
     public static func formatUTC(_ date: Date) -> String {
         let totalMilliseconds = Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
         var days = Int(totalMilliseconds >= 0 ? totalMilliseconds / 86_400_000 : (totalMilliseconds - 86_399_999) / 86_400_000)

@@ -26,7 +26,7 @@ public actor BookCacheManager {
     /// The manager's methods read and write the index with blocking calls (SQLite, file reads,
     /// `fsync`), so the actor runs on the blocking-work threads, never on the cooperative pool.
     private nonisolated let executor = BlockingWork.SerialExecutor(label: "bookcache.manager")
-    /// The executor the actor runs on (see ``BlockingWork``).
+    /// The executor the actor runs on (the blocking-work threads, not the cooperative pool).
     public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
     /// Where the cache keeps its files.
     public nonisolated let layout: CacheLayout
@@ -54,7 +54,7 @@ public actor BookCacheManager {
     /// Creates a manager. Nothing is read or created on disk until it is needed.
     /// - Parameters:
     ///   - configuration: The root directory and limits.
-    ///   - transport: The HTTP stack; ``CurlTransport/shared`` (libcurl) by default.
+    ///   - transport: The HTTP stack; `CurlTransport.shared` (libcurl) by default.
     ///   - logger: Where the library logs; it never prints.
     public init(
         configuration: BookCacheConfiguration,
@@ -271,7 +271,7 @@ public actor BookCacheManager {
     /// Downloads a book into the cache, reporting every queue event: queued, started (with the
     /// attempt number), progress, retrying (with the delay and reason), finished.
     ///
-    /// Failed attempts are retried by the configuration's ``RetryPolicy``, resuming the partial
+    /// Failed attempts are retried by the configuration's `RetryPolicy`, resuming the partial
     /// file with `Range`/`If-Range`. A partial file left by a failed or cancelled download (or a
     /// killed process) is resumed by the next download of the same book. Another process
     /// downloading the same book is waited for, and its result is reported as already cached.

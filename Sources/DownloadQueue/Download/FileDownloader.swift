@@ -154,7 +154,7 @@ public struct FileDownloader: Sendable {
     }
 
     /// Streams an open response's body into its file, hashing it on the way, and makes the file
-    /// durable (`fsync`). Writes happen on ``BlockingWork`` threads while the transport receives
+    /// durable (`fsync`). Writes happen on blocking-work threads while the transport receives
     /// the next bytes.
     ///
     /// When it fails, the partial file is kept if a later attempt can resume it (a retryable
