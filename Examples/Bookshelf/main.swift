@@ -60,6 +60,22 @@ final class Shelf {
     }
 }
 
+/// Opening a book for the reader, as the getting-started guide shows it (compiled here, so the
+/// guide's code keeps compiling).
+func read(_ request: BookDownloadRequest, with manager: BookCacheManager) async {
+    do {
+        let file = try await manager.open(request)
+        // Hand `file` to the reader view.
+        _ = file
+    } catch where error.kind == .offline {
+        // `open` throws only BookCacheError, so `error` is one: match on its kind.
+        // "not cached and the network is unavailable": say so, offer the cached books.
+    } catch {
+        // Every BookCacheError's message says what to do next, in words for your users.
+        print(error.message)
+    }
+}
+
 let arguments = CommandLine.arguments.dropFirst()
 guard let root = arguments.first, arguments.count >= 2 else {
     print("usage: bookshelf-example CACHE_DIR URL...")
