@@ -85,6 +85,9 @@ public struct BookCacheError: Error, Sendable, CustomStringConvertible {
     public var availableBytes: Int64?
     /// Why the file was judged corrupt.
     public var reason: String?
+    /// The kind of that refusal, for ``Kind/fileCorrupted``: a login page (``ValidationFailure/Kind/htmlPage``), a damaged
+    /// entry, a missing package document… so an app can react to each without reading ``reason``.
+    public var refusal: ValidationFailure.Kind?
     /// The expected SHA-256, for ``Kind/checksumMismatch``.
     public var expectedChecksum: String?
     /// The actual SHA-256, for ``Kind/checksumMismatch``.
@@ -205,12 +208,13 @@ public struct BookCacheError: Error, Sendable, CustomStringConvertible {
         return error
     }
 
-    static func fileCorrupted(_ id: BookID, reason: String) -> BookCacheError {
+    static func fileCorrupted(_ id: BookID, reason: String, refusal: ValidationFailure.Kind = .damaged) -> BookCacheError {
         var error = BookCacheError(
             .fileCorrupted,
             "\(id) is not a valid book: \(reason); it was not cached — check that the URL points at the EPUB or PDF itself")
         error.bookID = id.description
         error.reason = reason
+        error.refusal = refusal
         return error
     }
 

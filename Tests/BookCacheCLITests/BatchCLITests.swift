@@ -30,6 +30,11 @@ struct BatchCLITests {
             #expect(result.stdout.contains("2 of 5 cached, 3 failed"), "\(result.stdout)")
             #expect(result.stderr.contains("line 6: 'url' must be a string"))
             #expect(result.stderr.contains("CRC"))
+            let json = try await bookcache(["download", "--from", file.path, "--cache-dir", cache, "--retries", "0", "--json"])
+            let lines = json.stdout.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+            let crc = lines.first { ($0["id"] as? String)?.hasPrefix("ebook-crc-flip") == true }
+            #expect(crc?["kind"] as? String == "fileCorrupted")
+            #expect(crc?["refusal"] as? String == "damagedEntry", "\(json.stdout)")
             #expect(result.stderr.contains("404"))
             // Lines without an id get the file name and a hash of the URL.
             let cached = try FileManager.default.contentsOfDirectory(atPath: cache + "/ebooks")

@@ -50,6 +50,7 @@ struct BookEventTests {
             if case .failed(let id, let error) = after.last {
                 #expect(id.description == "ebook-page")
                 #expect(error.kind == .fileCorrupted)
+                #expect(error.refusal == .htmlPage, "a login page is told apart from a damaged book")
             }
 
             // Asked again, a cached book says so

@@ -8,6 +8,24 @@ import Testing
 struct BookValidatorTests {
     let validator = BookValidator()
 
+    @Test("each refusal has a kind an app can act on", arguments: [
+        ("corrupt/error-page.epub", ValidationFailure.Kind.htmlPage),
+        ("corrupt/crc-flip.epub", .damagedEntry),
+        ("corrupt/truncated.epub", .damaged),
+        ("corrupt/no-container.epub", .missingPackageDocument),
+        ("corrupt/missing-spine-item.epub", .invalidPackageDocument),
+        ("corrupt/path-traversal.epub", .unsafeEntryName),
+        ("corrupt/encrypted-entry.epub", .encrypted),
+        ("corrupt/zip-bomb.epub", .tooLarge),
+        ("corrupt/empty.pdf", .notABook),
+    ])
+    func refusalKinds(name: String, kind: ValidationFailure.Kind) {
+        let path = Fixtures.books.appendingPathComponent(name).path
+        let failure = #expect(throws: ValidationFailure.self) { try validator.check(path: path) }
+        #expect(failure?.kind == kind, "\(name): \(failure?.reason ?? "")")
+    }
+
+
     @Test("valid books pass and their format comes from the bytes", arguments: [
         ("alice.epub", BookFormat.epub),
         ("pride.epub", .epub),

@@ -152,7 +152,7 @@ struct DownloadContext: Sendable {
                 path: partial.path, blockCRC32: file.blockCRC32)
         } catch {
             logger.notice("refused an invalid download", metadata: ["id": "\(id)", "reason": "\(error.reason)"])
-            throw .fileCorrupted(id, reason: error.reason)
+            throw .fileCorrupted(id, reason: error.reason, refusal: error.kind)
         }
         if let expected = request.expectedSHA256, expected != file.sha256 {
             throw .checksumMismatch(id, expected: expected, actual: file.sha256)

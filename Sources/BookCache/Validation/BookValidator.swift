@@ -38,7 +38,7 @@ public struct BookValidator: Sendable {
         case .pdf: warnings = try PDFValidator().validate(path: path)
         }
         if strict, let first = warnings.first {
-            throw ValidationFailure("\(first) — refused because strict validation is on")
+            throw ValidationFailure("\(first) — refused because strict validation is on", kind: .strictRule)
         }
         return ValidationReport(format: format, warnings: warnings)
     }
@@ -55,15 +55,15 @@ public struct BookValidator: Sendable {
     /// - Throws: ``ValidationFailure`` when the file is neither an EPUB nor a PDF.
     public static func detectFormat(path: String) throws(ValidationFailure) -> BookFormat {
         let head = try FileBytes.read(path: path, offset: 0, count: 1024)
-        if head.isEmpty { throw ValidationFailure("the file is empty") }
+        if head.isEmpty { throw ValidationFailure("the file is empty", kind: .notABook) }
         if head.starts(with: [0x50, 0x4B, 0x03, 0x04]) { return .epub }
         if head.firstRange(of: Array("%PDF-".utf8)) != nil { return .pdf }
         let text = String(decoding: head.prefix(512), as: UTF8.self).lowercased()
         if text.contains("<html") || text.contains("<!doctype html") || text.contains("<head") || text.contains("<body") {
-            throw ValidationFailure("the server sent an HTML page, not an EPUB or PDF (often a login or error page)")
+            throw ValidationFailure("the server sent an HTML page, not an EPUB or PDF (often a login or error page)", kind: .htmlPage)
         }
-        if head.starts(with: [0x50, 0x4B, 0x05, 0x06]) { throw ValidationFailure("the file is an empty ZIP archive") }
-        throw ValidationFailure("the file is neither an EPUB (ZIP) nor a PDF")
+        if head.starts(with: [0x50, 0x4B, 0x05, 0x06]) { throw ValidationFailure("the file is an empty ZIP archive", kind: .notABook) }
+        throw ValidationFailure("the file is neither an EPUB (ZIP) nor a PDF", kind: .notABook)
     }
 }
 
@@ -80,14 +80,14 @@ public struct ValidationReport: Sendable, Hashable {
 enum FileBytes {
     static func read(path: String, offset: Int64, count: Int) throws(ValidationFailure) -> [UInt8] {
         guard let handle = FileHandle(forReadingAtPath: path) else {
-            throw ValidationFailure("cannot open the file")
+            throw ValidationFailure("cannot open the file", kind: .unreadable)
         }
         defer { try? handle.close() }
         do {
             try handle.seek(toOffset: UInt64(max(0, offset)))
             return [UInt8](try handle.read(upToCount: count) ?? Data())
         } catch {
-            throw ValidationFailure("cannot read the file (\(error))")
+            throw ValidationFailure("cannot read the file (\(error))", kind: .unreadable)
         }
     }
 }

@@ -16,10 +16,11 @@ struct ContainerXMLParser {
         let delegate = Delegate(maxDepth: maxDepth)
         try parseXML(data, with: delegate, named: "META-INF/container.xml")
         guard delegate.sawRoot, delegate.stack.isEmpty else {
-            throw ValidationFailure("META-INF/container.xml is not well-formed XML (unbalanced elements)")
+            throw ValidationFailure("META-INF/container.xml is not well-formed XML (unbalanced elements)", kind: .missingPackageDocument)
         }
         guard delegate.rootName == "container" else {
-            throw ValidationFailure("META-INF/container.xml's root element is '\(delegate.rootName ?? "")', not 'container'")
+            throw ValidationFailure(
+                "META-INF/container.xml's root element is '\(delegate.rootName ?? "")', not 'container'", kind: .missingPackageDocument)
         }
         return delegate.rootfiles
     }
@@ -72,7 +73,7 @@ struct ContainerXMLParser {
         }
 
         private func fail(_ parser: XMLParser, _ reason: String) {
-            if failure == nil { failure = ValidationFailure(reason) }
+            if failure == nil { failure = ValidationFailure(reason, kind: .missingPackageDocument) }
             parser.abortParsing()
             // Keep the stack non-empty so the caller never mistakes an aborted parse for a whole one.
             stack.append("!")
@@ -97,6 +98,6 @@ func parseXML(_ data: [UInt8], with delegate: some ValidatingXMLDelegate, named 
     if let failure = delegate.failure { throw failure }
     if !ok || parser.parserError != nil {
         let detail = parser.parserError.map { " (\($0.localizedDescription))" } ?? ""
-        throw ValidationFailure("\(name) is not well-formed XML\(detail)")
+        throw ValidationFailure("\(name) is not well-formed XML\(detail)", kind: .invalidPackageDocument)
     }
 }

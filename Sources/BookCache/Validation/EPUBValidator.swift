@@ -45,16 +45,16 @@ struct EPUBValidator {
         var openError: Int32 = 0
         guard let archive = zip_open(path, ZIP_CHECKCONS | ZIP_RDONLY, &openError) else {
             if openError == ZIP_ER_EXISTS {
-                throw ValidationFailure("an entry name appears twice, byte for byte, in the archive")
+                throw ValidationFailure("an entry name appears twice, byte for byte, in the archive", kind: .unsafeEntryName)
             }
             throw ValidationFailure("the ZIP archive is damaged or truncated (\(Self.describe(code: openError)))")
         }
         defer { zip_discard(archive) }
 
         let count = zip_get_num_entries(archive, 0)
-        guard count > 0 else { throw ValidationFailure("the ZIP archive has no entries") }
+        guard count > 0 else { throw ValidationFailure("the ZIP archive has no entries", kind: .notABook) }
         guard count <= limits.maxEntries else {
-            throw ValidationFailure("the archive has \(count) entries, more than the limit of \(limits.maxEntries)")
+            throw ValidationFailure("the archive has \(count) entries, more than the limit of \(limits.maxEntries)", kind: .tooLarge)
         }
 
         // Names as stored, byte for byte: what a reader looks entries up by.
@@ -68,16 +68,16 @@ struct EPUBValidator {
             entries.append(entry)
             try checkName(entry.name)
             guard names.insert(entry.rawName).inserted else {
-                throw ValidationFailure("the entry name '\(entry.name.debugEscaped)' appears twice, byte for byte")
+                throw ValidationFailure("the entry name '\(entry.name.debugEscaped)' appears twice, byte for byte", kind: .unsafeEntryName)
             }
-            if entry.encrypted { throw ValidationFailure("the entry '\(entry.name)' is encrypted (DRM-protected books cannot be validated)") }
+            if entry.encrypted { throw ValidationFailure("the entry '\(entry.name)' is encrypted (DRM-protected books cannot be validated)", kind: .encrypted) }
             totalDeclared += entry.size
             if totalDeclared > limits.maxTotalUncompressedBytes {
-                throw ValidationFailure("the entries declare more than \(limits.maxTotalUncompressedBytes) uncompressed bytes (a zip bomb?)")
+                throw ValidationFailure("the entries declare more than \(limits.maxTotalUncompressedBytes) uncompressed bytes (a zip bomb?)", kind: .tooLarge)
             }
             if entry.size > limits.ratioCheckThreshold && entry.size / max(entry.compressedSize, 1) > limits.maxCompressionRatio {
                 throw ValidationFailure(
-                    "the entry '\(entry.name)' expands \(entry.size / max(entry.compressedSize, 1))× (limit \(limits.maxCompressionRatio)×): a zip bomb?")
+                    "the entry '\(entry.name)' expands \(entry.size / max(entry.compressedSize, 1))× (limit \(limits.maxCompressionRatio)×): a zip bomb?", kind: .tooLarge)
             }
         }
 
@@ -92,26 +92,26 @@ struct EPUBValidator {
         var indexByName: [[UInt8]: UInt64] = [:]
         for (position, entry) in entries.enumerated() { indexByName[Array(entry.name.utf8)] = UInt64(position) }
         guard let containerIndex = indexByName[Array(Self.containerPath.utf8)] else {
-            throw ValidationFailure("\(Self.containerPath) is missing")
+            throw ValidationFailure("\(Self.containerPath) is missing", kind: .missingPackageDocument)
         }
         let container = entries[Int(containerIndex)]
         guard container.size <= Int64(limits.maxContainerXMLBytes) else {
-            throw ValidationFailure("\(Self.containerPath) is \(container.size) bytes, more than the limit of \(limits.maxContainerXMLBytes)")
+            throw ValidationFailure("\(Self.containerPath) is \(container.size) bytes, more than the limit of \(limits.maxContainerXMLBytes)", kind: .tooLarge)
         }
         let containerXML = try readThrough(archive, containerIndex, name: container.name, keep: true)
         let rootfiles = try ContainerXMLParser(maxDepth: limits.maxContainerXMLDepth).rootfiles(in: containerXML)
         guard let packagePath = rootfiles.first else {
-            throw ValidationFailure("\(Self.containerPath) names no rootfile")
+            throw ValidationFailure("\(Self.containerPath) names no rootfile", kind: .missingPackageDocument)
         }
         for rootfile in rootfiles where indexByName[Array(rootfile.utf8)] == nil {
-            throw ValidationFailure("\(Self.containerPath) names the rootfile '\(rootfile)', which is not in the archive")
+            throw ValidationFailure("\(Self.containerPath) names the rootfile '\(rootfile)', which is not in the archive", kind: .missingPackageDocument)
         }
         // The package document: read (its CRC checked) and parsed; its spine must be there.
         let packageIndex = indexByName[Array(packagePath.utf8)]!
         let packageEntry = entries[Int(packageIndex)]
         guard packageEntry.size <= Int64(limits.maxPackageDocumentBytes) else {
             throw ValidationFailure(
-                "the package document '\(packagePath)' is \(packageEntry.size) bytes, more than the limit of \(limits.maxPackageDocumentBytes)")
+                "the package document '\(packagePath)' is \(packageEntry.size) bytes, more than the limit of \(limits.maxPackageDocumentBytes)", kind: .tooLarge)
         }
         let packageXML = try readThrough(archive, packageIndex, name: packageEntry.name, keep: true)
         let spine = try PackageDocumentParser(path: packagePath, maxDepth: limits.maxContainerXMLDepth).spine(in: packageXML)
@@ -125,7 +125,7 @@ struct EPUBValidator {
                     entries.map { (Array($0.name.precomposedStringWithCanonicalMapping.utf8), $0.name) }, uniquingKeysWith: { first, _ in first })
             }
             guard let stored = normalized?[Array(item.precomposedStringWithCanonicalMapping.utf8)] else {
-                throw ValidationFailure("the spine of '\(packagePath)' names '\(item)', which is not in the archive")
+                throw ValidationFailure("the spine of '\(packagePath)' names '\(item)', which is not in the archive", kind: .invalidPackageDocument)
             }
             warnings.append(
                 "the spine names '\(item.debugEscaped)', stored as '\(stored.debugEscaped)' in another Unicode normalisation; readers that compare names byte for byte will not find it")
@@ -253,7 +253,7 @@ struct EPUBValidator {
         guard zip_stat_index(archive, index, 0, &info) == 0, let cName = info.name,
             let raw = zip_get_name(archive, index, zip_flags_t(ZIP_FL_ENC_RAW))
         else {
-            throw ValidationFailure("cannot read entry \(index) (\(Self.describe(archive)))")
+            throw ValidationFailure("cannot read entry \(index) (\(Self.describe(archive)))", kind: .damagedEntry)
         }
         return Entry(
             name: String(cString: cName),
@@ -267,18 +267,18 @@ struct EPUBValidator {
     }
 
     private func checkName(_ name: String) throws(ValidationFailure) {
-        if name.isEmpty { throw ValidationFailure("an entry has an empty name") }
-        if name.contains("\\") { throw ValidationFailure("the entry name '\(name)' contains a backslash") }
-        if name.hasPrefix("/") { throw ValidationFailure("the entry name '\(name)' is an absolute path") }
+        if name.isEmpty { throw ValidationFailure("an entry has an empty name", kind: .unsafeEntryName) }
+        if name.contains("\\") { throw ValidationFailure("the entry name '\(name)' contains a backslash", kind: .unsafeEntryName) }
+        if name.hasPrefix("/") { throw ValidationFailure("the entry name '\(name)' is an absolute path", kind: .unsafeEntryName) }
         let scalars = Array(name.unicodeScalars)
         if scalars.count >= 2, scalars[1] == ":", scalars[0].properties.isAlphabetic {
-            throw ValidationFailure("the entry name '\(name)' is an absolute path")
+            throw ValidationFailure("the entry name '\(name)' is an absolute path", kind: .unsafeEntryName)
         }
         if name.split(separator: "/", omittingEmptySubsequences: false).contains("..") {
-            throw ValidationFailure("the entry name '\(name)' escapes the archive with '..'")
+            throw ValidationFailure("the entry name '\(name)' escapes the archive with '..'", kind: .unsafeEntryName)
         }
         if name.unicodeScalars.contains(where: { $0.value < 0x20 }) {
-            throw ValidationFailure("the entry name '\(name.debugEscaped)' contains control characters")
+            throw ValidationFailure("the entry name '\(name.debugEscaped)' contains control characters", kind: .unsafeEntryName)
         }
     }
 
@@ -321,7 +321,7 @@ struct EPUBValidator {
     /// Reads an entry to its end so libzip checks its CRC; keeps the bytes only when asked.
     private func readThrough(_ archive: OpaquePointer, _ index: UInt64, name: String, keep: Bool) throws(ValidationFailure) -> [UInt8] {
         guard let file = zip_fopen_index(archive, index, 0) else {
-            throw ValidationFailure("cannot open the entry '\(name)' (\(Self.describe(archive)))")
+            throw ValidationFailure("cannot open the entry '\(name)' (\(Self.describe(archive)))", kind: .damagedEntry)
         }
         var kept: [UInt8] = []
         let chunk = 64 * 1024
@@ -332,7 +332,7 @@ struct EPUBValidator {
             if n < 0 {
                 let message = String(cString: zip_error_strerror(zip_file_get_error(file)))
                 zip_fclose(file)
-                throw ValidationFailure("the entry '\(name)' is damaged (\(message))")
+                throw ValidationFailure("the entry '\(name)' is damaged (\(message))", kind: .damagedEntry)
             }
             if n == 0 { break }
             if keep {
@@ -341,7 +341,7 @@ struct EPUBValidator {
         }
         let closeResult = zip_fclose(file)
         if closeResult != 0 {
-            throw ValidationFailure("the entry '\(name)' is damaged (\(Self.describe(code: closeResult)))")
+            throw ValidationFailure("the entry '\(name)' is damaged (\(Self.describe(code: closeResult)))", kind: .damagedEntry)
         }
         return kept
     }

@@ -31,13 +31,13 @@ struct PDFValidator {
     func validate(path: String) throws(ValidationFailure) -> [String] {
         let head = try FileBytes.read(path: path, offset: 0, count: Self.window)
         guard let headerRange = head.firstRange(of: Array("%PDF-".utf8)) else {
-            throw ValidationFailure("no %PDF- header in the first 1 KiB")
+            throw ValidationFailure("no %PDF- header in the first 1 KiB", kind: .notABook)
         }
         let versionStart = headerRange.upperBound
         guard versionStart + 2 < head.count, head[versionStart].isASCIIDigit, head[versionStart + 1] == UInt8(ascii: "."),
             head[versionStart + 2].isASCIIDigit
         else {
-            throw ValidationFailure("the %PDF- header has no version number")
+            throw ValidationFailure("the %PDF- header has no version number", kind: .notABook)
         }
         let file = try MappedFile(path: path)
         let bytes = file.bytes
@@ -205,14 +205,14 @@ private final class MappedFile {
 
     init(path: String) throws(ValidationFailure) {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw ValidationFailure("cannot open the file (\(String(cString: strerror(errno))))") }
+        guard fd >= 0 else { throw ValidationFailure("cannot open the file (\(String(cString: strerror(errno))))", kind: .unreadable) }
         defer { close(fd) }
         var info = stat()
-        guard fstat(fd, &info) == 0 else { throw ValidationFailure("cannot read the file (\(String(cString: strerror(errno))))") }
+        guard fstat(fd, &info) == 0 else { throw ValidationFailure("cannot read the file (\(String(cString: strerror(errno))))", kind: .unreadable) }
         let size = Int(info.st_size)
-        guard size > 0 else { throw ValidationFailure("the file is empty") }
+        guard size > 0 else { throw ValidationFailure("the file is empty", kind: .notABook) }
         guard let mapped = mmap(nil, size, PROT_READ, MAP_PRIVATE, fd, 0), mapped != MAP_FAILED else {
-            throw ValidationFailure("cannot map the file (\(String(cString: strerror(errno))))")
+            throw ValidationFailure("cannot map the file (\(String(cString: strerror(errno))))", kind: .unreadable)
         }
         base = mapped
         bytes = UnsafeRawBufferPointer(start: mapped, count: size)

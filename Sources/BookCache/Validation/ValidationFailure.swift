@@ -1,12 +1,44 @@
-/// Why a file was refused, in words a user can act on.
+/// Why a file is not a book the cache will keep.
 public struct ValidationFailure: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The kind of refusal, for code that reacts to it (an app that says "sign in again" for a
+    /// login page and "the file is damaged" for a CRC error).
+    public enum Kind: String, Sendable, Hashable, Codable {
+        /// The server sent an HTML page (often a login or error page) where a book should be.
+        case htmlPage
+        /// The bytes are neither an EPUB (ZIP) nor a PDF, or the file is empty.
+        case notABook
+        /// The archive or the PDF is damaged or cut short.
+        case damaged
+        /// An entry of the archive fails its CRC or cannot be read.
+        case damagedEntry
+        /// An entry is encrypted (DRM).
+        case encrypted
+        /// Over a limit: entries, declared sizes, compression ratio (a zip bomb), document sizes.
+        case tooLarge
+        /// `META-INF/container.xml` or the package document it names is missing or unusable.
+        case missingPackageDocument
+        /// The package document is malformed, or its spine names chapters that are not there.
+        case invalidPackageDocument
+        /// An entry name is unsafe (absolute, `..`, backslashes, control characters, duplicates).
+        case unsafeEntryName
+        /// A packaging rule that readers do not need, refused because strict validation is on.
+        case strictRule
+        /// The file could not be read from the disk.
+        case unreadable
+    }
+
     /// The reason, such as `CRC error in OEBPS/chapter1.xhtml`.
     public let reason: String
+    /// The kind of refusal.
+    public let kind: Kind
 
     /// Creates a failure.
-    /// - Parameter reason: What is wrong with the file.
-    public init(_ reason: String) {
+    /// - Parameters:
+    ///   - reason: What is wrong with the file.
+    ///   - kind: Its kind; ``Kind/damaged`` when not given.
+    public init(_ reason: String, kind: Kind = .damaged) {
         self.reason = reason
+        self.kind = kind
     }
 
     public var description: String { reason }

@@ -25,6 +25,8 @@ struct BatchOutcome: Sendable {
     var kind: String?
     /// The exit status the error stands for (``ExitStatus``).
     var exitStatus: Int32?
+    /// For a refused file, the kind of refusal (`htmlPage`, `damagedEntry`, …).
+    var refusal: String?
     var attempts: Int
     var bytes: Int64
     var format: String?
