@@ -60,6 +60,15 @@ final class Shelf {
     }
 }
 
+/// A download with its own events, written with a trailing closure as the README shows it
+/// (compiled here: the closure once was ambiguous between `onProgress:` and `onEvent:`).
+func fetch(_ request: BookDownloadRequest, with manager: BookCacheManager) async throws -> URL {
+    let result = try await manager.download(request) { event in
+        if case .retrying(_, let attempt, _, let reason) = event { print("attempt \(attempt) failed: \(reason)") }
+    }
+    return result.fileURL
+}
+
 /// Opening a book for the reader, as the getting-started guide shows it (compiled here, so the
 /// guide's code keeps compiling).
 func read(_ request: BookDownloadRequest, with manager: BookCacheManager) async {

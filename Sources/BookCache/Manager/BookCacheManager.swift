@@ -259,6 +259,9 @@ public actor BookCacheManager {
     /// - Returns: The record and file, and whether it was already cached.
     /// - Throws: ``BookCacheError``: `downloadFailed`, `networkUnavailable`, `insufficientStorage`,
     ///   `fileCorrupted`, `checksumMismatch`, `cacheDirectoryUnusable` or `cancelled`.
+    // Disfavoured, so `download(request) { event in … }` with a trailing closure means the
+    // `onEvent:` variant instead of being ambiguous between the two.
+    @_disfavoredOverload
     public func download(
         _ request: BookDownloadRequest,
         onProgress: @escaping @Sendable (DownloadProgress) -> Void
