@@ -317,6 +317,19 @@ struct CLITests {
         }
     }
 
+    @Test("--quiet prints nothing but errors")
+    func quiet() async throws {
+        try await serving { server, cache in
+            let good = try await bookcache(["download", "\(server.baseURL)/alice.epub", "\(server.baseURL)/pride.epub", "-q", "--cache-dir", cache])
+            #expect(good.status == 0)
+            #expect(good.stdout.isEmpty && good.stderr.isEmpty, "\(good.stdout)\(good.stderr)")
+            let bad = try await bookcache(["download", "\(server.baseURL)/corrupt/crc-flip.epub", "--quiet", "--cache-dir", cache])
+            #expect(bad.status == 65)
+            #expect(bad.stdout.isEmpty)
+            #expect(bad.stderr.hasPrefix("error: ") && bad.stderr.split(separator: "\n").count == 1, "\(bad.stderr)")
+        }
+    }
+
     @Test("--help describes every subcommand")
     func help() async throws {
         let result = try await bookcache(["--help"])

@@ -97,6 +97,9 @@ struct DownloadCommand: AsyncParsableCommand {
     @Flag(help: "Print one JSON object per finished book on stdout, then a summary object.")
     var json = false
 
+    @Flag(name: .shortAndLong, help: "Print nothing but errors; the exit status tells the rest.")
+    var quiet = false
+
     private var reserveSize: ByteSize? {
         get throws {
             do {
@@ -174,7 +177,7 @@ struct DownloadCommand: AsyncParsableCommand {
 
         let batch = items.count > 1 || manifest != nil
         // Live only on a terminal that can move its cursor; plain lines on TERM=dumb and pipes.
-        let mode: BatchReporter.Mode = json ? .json : (Terminal.stderrIsLiveTerminal ? .live : .lines)
+        let mode: BatchReporter.Mode = json ? .json : quiet ? .quiet : (Terminal.stderrIsLiveTerminal ? .live : .lines)
         let reporter = BatchReporter(mode: mode, total: items.count, batch: batch)
         for warning in warnings { reporter.warning(warning) }
 

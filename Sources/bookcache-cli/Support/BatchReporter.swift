@@ -9,6 +9,8 @@ final class BatchReporter: Sendable {
         case live
         case lines
         case json
+        /// `--quiet`: errors only (the exit status says the rest).
+        case quiet
     }
 
     private struct Active {
@@ -92,6 +94,12 @@ final class BatchReporter: Sendable {
         switch mode {
         case .json:
             Terminal.write(Self.json(outcome))
+        case .quiet:
+            switch outcome.status {
+            case .failed: Terminal.writeError("error: \(outcome.error ?? "failed")")
+            case .interrupted: Terminal.writeError("interrupted \(outcome.id ?? "?"); its partial download is kept and resumes on the next run")
+            case .cached, .alreadyCached: break
+            }
         case .lines, .live:
             screen.withLock { drawn in
                 clear(&drawn)
@@ -113,6 +121,7 @@ final class BatchReporter: Sendable {
     }
 
     func warning(_ text: String) {
+        if mode == .quiet { return }
         screen.withLock { drawn in
             clear(&drawn)
             Terminal.writeError("warning: \(text)")
@@ -146,6 +155,8 @@ final class BatchReporter: Sendable {
             if batch { Terminal.writeError(line) }
         case .lines, .live:
             if batch || interrupted { Terminal.write(line) }
+        case .quiet:
+            break
         }
         return good == total
     }
