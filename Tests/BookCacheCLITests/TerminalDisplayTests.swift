@@ -46,6 +46,7 @@ struct TerminalDisplayTests {
         let script = """
             tmux -L bookcache-tests wait-for \(session)-go; \
             '\(binary)' download --from '\(manifest.path)' --cache-dir '\(dir.path("cache").path)' --concurrency 3; \
+            '\(binary)' refresh --cache-dir '\(dir.path("cache").path)' --concurrency 3; \
             tmux -L bookcache-tests wait-for -S \(session)-done; tmux -L bookcache-tests wait-for \(session)-release
             """
         let started = try await newSession(["-s", session, "-x", "\(columns)", "-y", "40", "-e", "TERM=xterm-256color", "sh", "-c", script])
@@ -82,6 +83,10 @@ struct TerminalDisplayTests {
         #expect(!screen.contains("done ·"), "the overall bar was left behind:\n\(screen)\nraw:\n\(output.debugDescription)")
         #expect(!screen.contains("[#") && !screen.contains("[."), "a progress bar was left behind:\n\(screen)")
         #expect(screen.contains("6 of 6 cached, 0 failed"), "\(screen)")
+        // refresh shows the same live view while it downloads, and takes it away before its lines
+        #expect(screen.contains("6 of 6 refreshed, 0 failed"), "\(screen)")
+        let afterDownload = output.components(separatedBy: "6 of 6 cached, 0 failed").last ?? ""
+        #expect(afterDownload.contains("done ·"), "no live view during refresh: \(afterDownload.debugDescription)")
     }
 
     @Test("TERM=dumb gets plain lines: no cursor movement, no bars")

@@ -31,12 +31,22 @@ struct RefreshCommand: AsyncParsableCommand {
         let bookIDs = try ids.map(parseID)
         let (concurrency, retries) = try global.runDefaults(concurrency: self.concurrency, retries: nil)
         let manager = try global.makeManager(concurrency: concurrency, retries: retries, connection: connection, strict: validation.strict)
-        let results: [(id: BookID, result: Result<BookDownloadResult, BookCacheError>)]
+        // On a terminal, the same live view as download's while the books come in.
+        let total: Int
         do {
-            results = try await manager.refresh(bookIDs, outdatedOnly: outdated)
+            total = bookIDs.isEmpty ? try await manager.statistics().totalCount : bookIDs.count
         } catch {
             throw fail(error)
         }
+        let reporter = BatchReporter(mode: Terminal.stderrIsLiveTerminal ? .live : .lines, total: total, batch: true)
+        let results: [(id: BookID, result: Result<BookDownloadResult, BookCacheError>)]
+        do {
+            results = try await manager.refresh(bookIDs, outdatedOnly: outdated) { id, event in reporter.handle(event, id: id) }
+        } catch {
+            reporter.endLive()
+            throw fail(error)
+        }
+        reporter.endLive()
         await manager.waitForBackgroundWork()
         var failures = 0
         for (id, result) in results {

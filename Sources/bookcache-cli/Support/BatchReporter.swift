@@ -129,6 +129,11 @@ final class BatchReporter: Sendable {
         }
     }
 
+    /// Takes the live view off the screen (for a command that prints its own lines afterwards).
+    func endLive() {
+        screen.withLock { clear(&$0) }
+    }
+
     /// The exit status of each failed book so far.
     var failureStatuses: [Int32] { state.withLock { $0.failureStatuses } }
 
