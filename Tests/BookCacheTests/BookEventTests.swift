@@ -1,6 +1,7 @@
 import BookCacheTestSupport
 import DownloadQueue
 import Foundation
+import Synchronization
 import Testing
 
 @testable import BookCache
@@ -88,5 +89,41 @@ struct ErrorKindTests {
         #expect(strange.kind == .unexpected)
         #expect(strange.underlying is Strange)
         #expect(DownloadContext.translate(CancellationError(), id: id, root: "/tmp").kind == .cancelled)
+    }
+}
+
+@Suite("A caller that joins a download")
+struct JoinedDownloadTests {
+    @Test("sees the download's events through its own onEvent, to the end")
+    func joinerSeesEvents() async throws {
+        try await withServerAndDirectory(directory: Fixtures.books) { server, dir in
+            let manager = makeManager(dir)
+            server.holdRequests(to: "/alice.epub")
+            let first = Task { try await manager.download(try request(server, "alice.epub", id: "ebook-alice")) }
+            // The first call's request is at the server (held): the download is in flight.
+            await server.waitForRequests(count: 1)
+            let seen = Mutex<[String]>([])
+            let second = Task {
+                try await manager.download(try request(server, "alice.epub", id: "ebook-alice")) { event in
+                    let name: String
+                    switch event {
+                    case .progress: name = "progress"
+                    case .finished: name = "finished"
+                    default: name = "other"
+                    }
+                    seen.withLock { $0.append(name) }
+                }
+            }
+            // Once the second call has joined, let the body go.
+            let id = try BookID(parsing: "ebook-alice")
+            while await manager.joinedCallers(id) == 0 { await Task.yield() }
+            server.releaseHeld()
+            let a = try await first.value
+            let b = try await second.value
+            #expect(a.metadata.checksum == b.metadata.checksum)
+            #expect(server.requestCount(for: "/alice.epub") == 1, "one download for both")
+            let names = seen.withLock { $0 }
+            #expect(names.contains("progress") && names.last == "finished", "\(names)")
+        }
     }
 }

@@ -49,6 +49,15 @@ public actor BookCacheManager {
         let task: Task<BookDownloadResult, any Error>
         let progress: ProgressBox
         let url: URL
+        /// The download's events, for callers that join it.
+        let listeners: Broadcast<DownloadEvent>
+        /// How many callers joined it.
+        var joined = 0
+    }
+
+    /// How many callers joined the running download of a book (for tests).
+    func joinedCallers(_ id: BookID) -> Int {
+        inFlight[id]?.joined ?? 0
     }
 
     /// Creates a manager. Nothing is read or created on disk until it is needed.
@@ -291,7 +300,21 @@ public actor BookCacheManager {
         let id = request.id
         if let flight = inFlight[id] {
             try request.checkSameBook(asFrom: flight.url.absoluteString)
-            return try await Self.value(of: flight.task, id: id)
+            // A caller joining a download another started sees its events from now on.
+            let events = flight.listeners.stream()
+            inFlight[id]?.joined += 1
+            let forward = Task {
+                for await event in events { onEvent(event) }
+            }
+            let outcome: Result<BookDownloadResult, BookCacheError>
+            do {
+                outcome = .success(try await Self.value(of: flight.task, id: id))
+            } catch {
+                outcome = .failure(error)
+            }
+            // The stream ends when the caller that started the download returns: every event is delivered.
+            await forward.value
+            return try outcome.get()
         }
         if !request.replaceExisting, var record = try cachedRecord(id) {
             try request.checkSameBook(asFrom: record.fileUrl)
@@ -308,6 +331,7 @@ public actor BookCacheManager {
         }
         try prepareDirectories()
         let progress = ProgressBox()
+        let listeners = Broadcast<DownloadEvent>()
         let context = DownloadContext(
             layout: layout, store: store, queue: queue, configuration: configuration, evictor: evictionRunner, usage: usageTracker,
             events: bookEvents, logger: logger)
@@ -315,10 +339,14 @@ public actor BookCacheManager {
             try await context.run(request) { event in
                 if case .progress(_, let value) = event { progress.value = value }
                 onEvent(event)
+                listeners.yield(event)
             }
         }
-        inFlight[id] = InFlight(task: task, progress: progress, url: request.url)
-        defer { inFlight[id] = nil }
+        inFlight[id] = InFlight(task: task, progress: progress, url: request.url, listeners: listeners)
+        defer {
+            inFlight[id] = nil
+            listeners.finish()
+        }
         do {
             let result = try await withTaskCancellationHandler {
                 try await Self.value(of: task, id: id)

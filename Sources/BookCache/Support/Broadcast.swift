@@ -16,6 +16,15 @@ final class Broadcast<Element: Sendable>: Sendable {
         return stream
     }
 
+    /// Ends every stream made so far (they deliver what they hold, then finish).
+    func finish() {
+        let ended = continuations.withLock { continuations -> [AsyncStream<Element>.Continuation] in
+            defer { continuations.removeAll() }
+            return Array(continuations.values)
+        }
+        for continuation in ended { continuation.finish() }
+    }
+
     func yield(_ value: Element) {
         continuations.withLock { continuations in
             for continuation in continuations.values { continuation.yield(value) }
