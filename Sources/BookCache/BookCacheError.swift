@@ -200,11 +200,19 @@ public struct BookCacheError: Error, Sendable, CustomStringConvertible {
         return error
     }
 
-    static func diskFull(_ id: BookID?, path: String) -> BookCacheError {
+    /// The disk filled up while writing. `availableBytes` is what is free now (when it can be
+    /// read), `neededBytes` the book's size when it is known.
+    static func diskFull(_ id: BookID?, path: String, needed: Int64? = nil) -> BookCacheError {
         var error = BookCacheError(
             .insufficientStorage,
             "insufficient storage: the disk holding \(path) filled up\(id.map { " while storing \($0)" } ?? ""); nothing was cached — free some space or delete cached books, then try again")
         error.bookID = id?.description
+        error.neededBytes = needed
+        do {
+            error.availableBytes = try FileSystem.availableBytes(at: URL(fileURLWithPath: path))
+        } catch {
+            // The free space cannot be read either; the message stands without the figure.
+        }
         return error
     }
 

@@ -40,6 +40,8 @@ struct SmallDiskTests {
             let failed = objects.first { ($0["id"] as? String)?.hasPrefix("ebook-big-") == true }
             #expect(failed?["status"] as? String == "failed")
             #expect((failed?["error"] as? String)?.contains("insufficient storage") == true, "\(failed ?? [:])")
+            #expect(failed?["kind"] as? String == "insufficientStorage")
+            #expect((failed?["availableBytes"] as? Int).map { $0 < 256 * 1024 } == true, "the free space is told: \(failed ?? [:])")
             #expect(objects.first { ($0["id"] as? String)?.hasPrefix("ebook-alice-") == true }?["status"] as? String == "cached")
             let partials = (try? FileManager.default.contentsOfDirectory(atPath: cache + "/partial")) ?? []
             #expect(partials.filter { $0.hasPrefix("ebook-big") }.isEmpty, "partial removed: \(partials)")

@@ -228,7 +228,7 @@ struct DownloadContext: Sendable {
                     try FileSystem.removeFile(layout.url(forRelativePath: layout.relativePath(for: id, format: format)))
                 }
             } catch let error as FileSystem.CallError where error.code == ENOSPC || error.code == EDQUOT {
-                throw .diskFull(id, path: layout.root.path)
+                throw .diskFull(id, path: layout.root.path, needed: record.fileSize)
             } catch {
                 throw .cacheDirectoryUnusable(layout.root.path, "cannot store \(id) (\(error))")
             }

@@ -245,8 +245,8 @@ struct DownloadCommand: AsyncParsableCommand {
                 let attemptsMade = (error.underlying as? DownloadError)?.attempts ?? attempts.value
                 return BatchOutcome(
                     id: request.id.description, status: error.kind == .cancelled ? .interrupted : .failed, path: nil, error: cliMessage(error),
-                    kind: error.kind.description, exitStatus: ExitStatus.of(error), refusal: error.refusal?.rawValue, attempts: attemptsMade,
-                    bytes: 0, evicted: error.evicted)
+                    kind: error.kind.description, exitStatus: ExitStatus.of(error), refusal: error.refusal?.rawValue,
+                    neededBytes: error.neededBytes, availableBytes: error.availableBytes, attempts: attemptsMade, bytes: 0, evicted: error.evicted)
             }
         }
     }

@@ -27,6 +27,9 @@ struct BatchOutcome: Sendable {
     var exitStatus: Int32?
     /// For a refused file, the kind of refusal (`htmlPage`, `damagedEntry`, …).
     var refusal: String?
+    /// For a storage error: the bytes needed and free, when known.
+    var neededBytes: Int64?
+    var availableBytes: Int64?
     var attempts: Int
     var bytes: Int64
     var format: String?

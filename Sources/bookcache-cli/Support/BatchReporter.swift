@@ -254,7 +254,8 @@ final class BatchReporter: Sendable {
     private static func json(_ outcome: BatchOutcome) -> String {
         let object: [String: Any] = [
             "id": outcome.id ?? NSNull(), "status": outcome.status.rawValue, "path": outcome.path ?? NSNull(),
-            "error": outcome.error ?? NSNull(), "kind": outcome.kind ?? NSNull(), "refusal": outcome.refusal ?? NSNull(), "attempts": outcome.attempts, "bytes": outcome.bytes,
+            "error": outcome.error ?? NSNull(), "kind": outcome.kind ?? NSNull(), "refusal": outcome.refusal ?? NSNull(),
+            "neededBytes": outcome.neededBytes ?? NSNull(), "availableBytes": outcome.availableBytes ?? NSNull(), "attempts": outcome.attempts, "bytes": outcome.bytes,
             "evicted": outcome.evicted.map { ["id": $0.metadata.id, "bytes": $0.metadata.fileSize, "reason": $0.reason.rawValue] as [String: Any] },
             "warnings": outcome.warnings,
         ]
