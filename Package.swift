@@ -3,6 +3,7 @@ import PackageDescription
 
 let package = Package(
     name: "BookCache",
+    defaultLocalization: "en",
     // Linux only: the libraries link the system's libcurl, OpenSSL, libzip, qpdf and SQLite, and
     // nothing has been built or tested on Apple platforms (the README keeps that as a plan).
     products: [
@@ -88,7 +89,9 @@ let package = Package(
                 "CBookCacheShims",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
-            ]
+            ],
+            // The command line's text in English, German and Simplified Chinese (see Localized).
+            resources: [.process("Resources")]
         ),
         // The bookshelf example of the README and DocC, on the library alone; built with everything
         // else, so the documented API cannot stop compiling unnoticed.

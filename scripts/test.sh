@@ -38,6 +38,7 @@ swift test "$@"
 # And the DocC documentation must build without warnings (broken links).
 if [ $# -eq 0 ]; then
   scripts/check-docs.sh
+  python3 scripts/check-strings.py
   scripts/demo.sh >/dev/null 2>&1 || { echo "error: scripts/demo.sh failed; run it to see why" >&2; exit 1; }
   echo "scripts/demo.sh ran to the end"
 fi

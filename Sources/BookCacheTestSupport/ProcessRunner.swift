@@ -73,6 +73,9 @@ public enum ProcessRunner {
         var env = ProcessInfo.processInfo.environment
         // A proxy of the machine's would see the tests' loopback traffic: tests that want one say so.
         for key in ["http_proxy", "https_proxy", "all_proxy", "no_proxy", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"] { env[key] = nil }
+        // English, whatever the machine's locale: tests that want another language say so.
+        for key in ["LC_ALL", "LC_MESSAGES"] { env[key] = nil }
+        env["LANG"] = "C"
         for (key, value) in environment { env[key] = value }
         process.environment = env
         let out = Pipe()

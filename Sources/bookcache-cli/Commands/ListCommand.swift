@@ -64,23 +64,26 @@ struct ListCommand: AsyncParsableCommand {
         if let type { books = books.filter { $0.bookType == type } }
         books = books.map(BookListJSON.redacted)
         if books.isEmpty {
-            Terminal.write("No books cached in \(manager.layout.root.path).")
+            Terminal.write(Localized.text("No books cached in %@.", manager.layout.root.path))
             return
         }
         let dateFormatter = DateFormatter()
         dateFormatter.locale = Locale(identifier: "en_US_POSIX")
         dateFormatter.dateFormat = "yyyy-MM-dd HH:mm"
-        var table = TableFormatter(header: ["ID", "TYPE", "SIZE", "STATUS", "LAST ACCESS", "TITLE"], rightAligned: [2])
+        // Headings, types, statuses and sizes in the reader's language; ids, dates and titles as they are.
+        let header = ["ID", "TYPE", "SIZE", "STATUS", "LAST ACCESS", "TITLE"].map { Localized.text($0) }
+        var table = TableFormatter(header: header, rightAligned: [2])
         for book in books {
+            let status = Localized.text(BookListJSON.status(book)) + (book.pinned ? ", " + Localized.text("pinned") : "")
             table.rows.append([
-                book.id, book.bookType.rawValue, ByteFormat.string(book.fileSize), BookListJSON.status(book) + (book.pinned ? ", pinned" : ""),
+                book.id, Localized.text(book.bookType.rawValue), Localized.size(book.fileSize), status,
                 dateFormatter.string(from: book.lastAccessedAt),
                 book.title,
             ])
         }
         Terminal.write(table.render())
         let total = books.reduce(Int64(0)) { $0 + $1.fileSize }
-        Terminal.write("\(books.count) book\(books.count == 1 ? "" : "s"), \(ByteFormat.string(total))")
+        Terminal.write(Localized.books(books.count, size: Localized.size(total)))
     }
 
 }
