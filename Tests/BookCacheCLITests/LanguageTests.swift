@@ -11,7 +11,7 @@ struct LanguageTests {
         return try await ProcessRunner.run("bookcache", arguments, environment: environment)
     }
 
-    @Test("list reads naturally in German and Chinese; list --json is the same in every language")
+    @Test("list and stats read naturally in German and Chinese; their --json is the same in every language")
     func list() async throws {
         try await withServerAndDirectory(directory: Fixtures.books) { server, dir in
             let cache = dir.path("cache").path
@@ -29,6 +29,13 @@ struct LanguageTests {
                 json.insert(try await bookcache(["list", "--json", "--cache-dir", cache], language: language).stdout)
             }
             #expect(json.count == 1)
+            // stats too; its --json is the same in every language
+            let stats = try await bookcache(["stats", "--cache-dir", cache], language: "de_DE.UTF-8")
+            #expect(stats.stdout.contains("gesamt") && stats.stdout.contains("freier Speicher"), "\(stats.stdout)")
+            let statsChinese = try await bookcache(["stats", "--cache-dir", cache], language: "zh_CN.UTF-8")
+            #expect(statsChinese.stdout.contains("合计") && statsChinese.stdout.contains("可用空间"), "\(statsChinese.stdout)")
+            let statsJSON = try await bookcache(["stats", "--json", "--cache-dir", cache], language: "zh_CN.UTF-8")
+            #expect(statsJSON.stdout.contains("\"totalCount\"") && !statsJSON.stdout.contains("合计"))
             let empty = try await bookcache(["list", "--cache-dir", dir.path("empty").path], language: "de_DE.UTF-8")
             #expect(empty.stdout.hasPrefix("Keine Bücher heruntergeladen"), "\(empty.stdout)")
         }

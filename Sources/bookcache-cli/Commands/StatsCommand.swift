@@ -27,22 +27,23 @@ struct StatsCommand: AsyncParsableCommand {
             Terminal.write(String(decoding: try encoder.encode(stats), as: UTF8.self))
             return
         }
-        var table = TableFormatter(header: ["TYPE", "BOOKS", "SIZE"], rightAligned: [1, 2])
+        // In the reader's language (see Localized); --json above never is.
+        var table = TableFormatter(header: ["TYPE", "BOOKS", "SIZE"].map { Localized.text($0) }, rightAligned: [1, 2])
         for type in BookType.allCases {
             let totals = stats.byType[type]
-            table.rows.append([type.rawValue, "\(totals?.count ?? 0)", ByteFormat.string(totals?.bytes ?? 0)])
+            table.rows.append([Localized.text(type.rawValue), "\(totals?.count ?? 0)", Localized.size(totals?.bytes ?? 0)])
         }
-        table.rows.append(["total", "\(stats.totalCount)", ByteFormat.string(stats.totalBytes)])
+        table.rows.append([Localized.text("total"), "\(stats.totalCount)", Localized.size(stats.totalBytes)])
         Terminal.write(table.render())
         if let maxSize = stats.maxSize {
             let percent = maxSize > 0 ? Int((Double(stats.totalBytes) / Double(maxSize) * 100).rounded()) : 100
-            Terminal.write("budget: \(ByteFormat.string(stats.totalBytes)) of \(ByteFormat.string(maxSize)) used (\(percent)%)")
+            Terminal.write(Localized.text("budget: %1$@ of %2$@ used (%3$lld%%)", Localized.size(stats.totalBytes), Localized.size(maxSize), Int64(percent)))
         } else {
-            Terminal.write("budget: none (set one with 'bookcache config set max-size 2GiB')")
+            Terminal.write(Localized.text("budget: none (set one with 'bookcache config set max-size 2GiB')"))
         }
-        if let keep = stats.keep { Terminal.write("count limit: \(stats.totalCount) of \(keep) books") }
-        Terminal.write("pinned: \(stats.pinnedCount) book\(stats.pinnedCount == 1 ? "" : "s"), \(ByteFormat.string(stats.pinnedBytes))")
-        Terminal.write("free space: \(ByteFormat.string(stats.availableBytes)) (reserve \(ByteFormat.string(stats.reserve)))")
-        Terminal.write("cache: \(stats.rootPath)")
+        if let keep = stats.keep { Terminal.write(Localized.text("count limit: %1$lld of %2$lld books", Int64(stats.totalCount), Int64(keep))) }
+        Terminal.write(Localized.text("pinned: %@", Localized.books(stats.pinnedCount, size: Localized.size(stats.pinnedBytes))))
+        Terminal.write(Localized.text("free space: %1$@ (reserve %2$@)", Localized.size(stats.availableBytes), Localized.size(stats.reserve)))
+        Terminal.write(Localized.text("cache: %@", stats.rootPath))
     }
 }
