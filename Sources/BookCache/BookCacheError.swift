@@ -105,13 +105,18 @@ public struct BookCacheError: Error, Sendable, CustomStringConvertible {
 
     public var description: String { message }
 
+    /// Whether the server answered with a status that means "try again later" (408, 429, 5xx).
+    public var isServerBusy: Bool {
+        kind == .downloadFailed && httpStatus.map(DownloadError.isRetryable(status:)) == true
+    }
+
     static func downloadFailed(_ id: BookID, cause: DownloadError) -> BookCacheError {
         var hint = "check the URL and try again"
         if let status = cause.statusCode {
             switch status {
             case 401, 403: hint = "the server refused access; check the URL or its credentials"
             case 404, 410: hint = "the server has no such file; check the URL"
-            case 408, 429, 500...599: hint = "the server is busy or failing; try again later"
+            case _ where DownloadError.isRetryable(status: status): hint = "the server is busy or failing; try again later"
             default: break
             }
         } else if cause.kind == .fileSystem {

@@ -96,11 +96,15 @@ public struct DownloadError: Error, Sendable, CustomStringConvertible {
         case .connectionFailed, .timedOut, .bodyCutShort, .transport, .invalidResponse:
             return true
         case .httpStatus:
-            guard let status = statusCode else { return false }
-            return status == 408 || status == 429 || (500...599).contains(status)
+            return statusCode.map(Self.isRetryable(status:)) ?? false
         default:
             return false
         }
+    }
+
+    /// Whether an HTTP status says "try again later": 408, 429 and 5xx.
+    public static func isRetryable(status: Int) -> Bool {
+        status == 408 || status == 429 || (500...599).contains(status)
     }
 
     public var description: String {

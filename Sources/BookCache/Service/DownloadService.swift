@@ -100,21 +100,13 @@ public actor DownloadService {
     private var running: [String: (task: Task<Void, Never>, cancelled: Bool)] = [:]
     private var syncing: [String: Task<Void, Never>] = [:]
     /// Live progress of running jobs (written from download callbacks, off the actor).
-    private let live = LiveBoard()
+    private nonisolated let live = Mutex<[String: LiveProgress]>([:])
 
     private struct LiveProgress {
         var state: ServiceJob.State
         var bytes: Int64
         var total: Int64?
         var lastSent: ContinuousClock.Instant?
-    }
-
-    private final class LiveBoard: Sendable {
-        private let entries = Mutex<[String: LiveProgress]>([:])
-
-        func withLock<T>(_ body: (inout [String: LiveProgress]) -> T) -> T {
-            entries.withLock { body(&$0) }
-        }
     }
 
     /// Creates a service over a manager's cache. Nothing is read until it is used.
@@ -307,10 +299,18 @@ public actor DownloadService {
     public func run() async throws(BookCacheError) {
         let requeued = try store().requeueInterrupted(now: now())
         if requeued > 0 { logger.notice("queued again the jobs a previous run left downloading", metadata: ["jobs": "\(requeued)"]) }
-        let evictions = Task { [manager, broadcast] in
-            for await gone in manager.evictions() { broadcast.yield(.book(id: gone.metadata.id, cached: false)) }
+        // Books cached (by a job, a scheduled sync or anyone else using the manager) and evicted,
+        // from the manager's one stream of book events.
+        let books = Task { [manager, broadcast] in
+            for await event in manager.events() {
+                switch event {
+                case .cached(let book, _): broadcast.yield(.book(id: book.id, cached: true))
+                case .evicted(let gone): broadcast.yield(.book(id: gone.metadata.id, cached: false))
+                default: break
+                }
+            }
         }
-        defer { evictions.cancel() }
+        defer { books.cancel() }
         while !Task.isCancelled {
             var wake: Date?
             do {
@@ -333,8 +333,8 @@ public actor DownloadService {
     private func startRunnableJobs() throws(BookCacheError) {
         let free = configuration.concurrency - running.count
         guard free > 0 else { return }
-        for var job in try store().runnable(limit: free, now: now(), excluding: Set(running.keys)) {
-            guard let entry = try store().entry(of: job.id) else {
+        for (var job, entry) in try store().runnable(limit: free, now: now()) {
+            guard let entry else {
                 job.state = .failed
                 job.error = ServiceJob.Failure(kind: "invalidArgument", message: "the job has no manifest line to run")
                 try store().update(job)
@@ -357,7 +357,7 @@ public actor DownloadService {
             var request = try Self.request(fromEntry: entry)
             request.priority = job.priority
             let id = job.id
-            outcome = .success(try await manager.download(request) { [live, broadcast] event in Self.observe(event, job: id, live: live, broadcast: broadcast) })
+            outcome = .success(try await manager.download(request) { event in self.observe(event, job: id) })
         } catch {
             outcome = .failure(error)
         }
@@ -374,7 +374,6 @@ public actor DownloadService {
             job.nextAttemptAt = nil
             job.bytes = result.metadata.fileSize
             job.total = result.metadata.fileSize
-            broadcast.yield(.book(id: result.metadata.id, cached: true))
         case .failure(let error) where error.kind == .cancelled || Task.isCancelled:
             // Cancelled by the user: final. Stopped with the service: queued for the next run.
             job.state = cancelledByUser ? .cancelled : .queued
@@ -394,16 +393,15 @@ public actor DownloadService {
     private func schedule(_ job: inout ServiceJob, after error: BookCacheError) {
         job.error = ServiceJob.Failure(kind: error.kind.description, message: error.message)
         let connection = error.kind == .networkUnavailable || error.kind == .offline
-        let busy = error.kind == .downloadFailed && (error.httpStatus.map { $0 == 408 || $0 == 429 || (500...599).contains($0) } ?? true)
+        // A busy server, or a transfer that failed without an HTTP status (cut short, reset).
+        let busy = error.isServerBusy || (error.kind == .downloadFailed && error.httpStatus == nil)
         guard connection || (busy && job.attempts < configuration.maxServerAttempts) else {
             job.state = .failed
             job.nextAttemptAt = nil
             return
         }
         job.attempts += 1
-        let first = Double(configuration.firstNetworkDelay.components.seconds) + Double(configuration.firstNetworkDelay.components.attoseconds) / 1e18
-        let cap = Double(configuration.maxNetworkDelay.components.seconds)
-        let delay = min(cap, first * pow(2, Double(min(job.attempts - 1, 30))))
+        let delay = min(configuration.maxNetworkDelay.seconds, configuration.firstNetworkDelay.seconds * pow(2, Double(min(job.attempts - 1, 30))))
         job.state = connection ? .waitingForNetwork : .retrying
         job.nextAttemptAt = now().addingTimeInterval(delay)
         logger.info(
@@ -411,7 +409,7 @@ public actor DownloadService {
             metadata: ["job": "\(job.id)", "state": "\(job.state.rawValue)", "seconds": "\(Int(delay))", "error": "\(error.kind)"])
     }
 
-    private nonisolated static func observe(_ event: DownloadEvent, job id: String, live: LiveBoard, broadcast: Broadcast<ServiceEvent>) {
+    private nonisolated func observe(_ event: DownloadEvent, job id: String) {
         let send = live.withLock { live -> ServiceEvent? in
             guard var entry = live[id] else { return nil }
             var changedState = false
@@ -475,9 +473,6 @@ public actor DownloadService {
                 source, keep: scheduled.keep, type: scheduled.type, formats: scheduled.formats, section: scheduled.section, force: true)
             scheduled.lastResult = report.summary
             scheduled.lastRunSucceeded = report.isComplete
-            for item in report.items where item.status != .failed {
-                if let id = item.id { broadcast.yield(.book(id: id, cached: true)) }
-            }
         } catch {
             scheduled.lastResult = error.message
             scheduled.lastRunSucceeded = false

@@ -110,24 +110,12 @@ final class JobStore {
         }
     }
 
-    /// The manifest line a job runs from; `nil` once it ended.
-    func entry(of id: String) throws(BookCacheError) -> String? {
+    /// Jobs in the order they were accepted; the newest `limit` when given.
+    func jobs(limit: Int? = nil) throws(BookCacheError) -> [ServiceJob] {
         try read { () throws(SQLiteError) in
-            let statement = try database.statement("SELECT entry FROM service_job WHERE id = ?")
-            defer { statement.reset() }
-            statement.bind(id, at: 1)
-            return try statement.step() ? statement.text(0) : nil
-        }
-    }
-
-    /// Jobs in the order they were accepted, the newest `limit` when given; only those in
-    /// `states` when given.
-    func jobs(states: Set<ServiceJob.State>? = nil, limit: Int? = nil) throws(BookCacheError) -> [ServiceJob] {
-        try read { () throws(SQLiteError) in
-            var sql = "SELECT \(Self.jobColumns) FROM service_job"
-            if let states { sql += " WHERE state IN (\(states.map { "'\($0.rawValue)'" }.sorted().joined(separator: ", ")))" }
-            sql += limit == nil ? " ORDER BY seq" : " ORDER BY seq DESC LIMIT \(limit!)"
-            let statement = try database.statement(sql)
+            let statement = try database.statement(
+                limit.map { "SELECT \(Self.jobColumns) FROM service_job ORDER BY seq DESC LIMIT \($0)" }
+                    ?? "SELECT \(Self.jobColumns) FROM service_job ORDER BY seq")
             defer { statement.reset() }
             var jobs: [ServiceJob] = []
             while try statement.step() { jobs.append(try Self.job(from: statement)) }
@@ -147,21 +135,21 @@ final class JobStore {
     }
 
     /// Up to `limit` jobs ready to run at `now`, highest priority first, then oldest: queued
-    /// ones, and waiting or retrying ones whose time has come; never one in `excluding`.
-    func runnable(limit: Int, now: Date, excluding: Set<String>) throws(BookCacheError) -> [ServiceJob] {
+    /// ones, and waiting or retrying ones whose time has come (a running job is `downloading`,
+    /// so never among them) — each with the manifest line it runs from (`nil` if it was erased).
+    func runnable(limit: Int, now: Date) throws(BookCacheError) -> [(job: ServiceJob, entry: String?)] {
         try read { () throws(SQLiteError) in
             let statement = try database.statement(
                 """
-                SELECT \(Self.jobColumns) FROM service_job
+                SELECT \(Self.jobColumns), entry FROM service_job
                 WHERE state = 'queued' OR (state IN ('waiting-for-network', 'retrying') AND nextAttemptAt <= ?)
                 ORDER BY priority DESC, seq
                 """)
             defer { statement.reset() }
             statement.bind(now.timeIntervalSince1970, at: 1)
-            var jobs: [ServiceJob] = []
+            var jobs: [(job: ServiceJob, entry: String?)] = []
             while jobs.count < limit, try statement.step() {
-                let job = try Self.job(from: statement)
-                if !excluding.contains(job.id) { jobs.append(job) }
+                jobs.append((try Self.job(from: statement), statement.text(14)))
             }
             return jobs
         }

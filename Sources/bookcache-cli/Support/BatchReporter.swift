@@ -270,9 +270,3 @@ final class BatchReporter: Sendable {
         return String(decoding: data, as: UTF8.self)
     }
 }
-
-extension Duration {
-    var seconds: Double {
-        Double(components.seconds) + Double(components.attoseconds) / 1e18
-    }
-}

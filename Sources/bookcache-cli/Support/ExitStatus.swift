@@ -27,8 +27,7 @@ enum ExitStatus {
         case .invalidIdentifier, .invalidURL, .invalidChecksum, .invalidArgument: usage
         case .fileCorrupted, .checksumMismatch, .identifierInUse: dataError
         case .networkUnavailable, .offline: unavailable
-        case .downloadFailed:
-            error.httpStatus.map { $0 == 408 || $0 == 429 || (500...599).contains($0) } == true ? temporary : unavailable
+        case .downloadFailed: error.isServerBusy ? temporary : unavailable
         case .cacheDirectoryUnusable, .insufficientStorage: cannotCreate
         case .indexUnusable: ioError
         default: failure

@@ -33,7 +33,7 @@ final class ProgressBar: Sendable {
             return true
         }
         guard draw else { return }
-        let elapsed = max(0.001, Double((now - start).components.attoseconds) / 1e18 + Double((now - start).components.seconds))
+        let elapsed = max(0.001, (now - start).seconds)
         let rate = Double(progress.receivedBytes) / elapsed
         let received = ByteFormat.string(progress.receivedBytes)
         var line = "\(label) "
