@@ -33,8 +33,23 @@ enum APIResponse {
             body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
     }
 
-    /// A library error with the status that fits its kind; anything else is a 500.
+    /// An error with the status that fits it: a library error by its kind, a refused submission
+    /// with its problems, the API's own 404, 400 and 413; anything else is a 500.
     static func error(_ error: any Error) -> Response {
+        switch error {
+        case let error as DownloadService.SubmissionError:
+            return self.error(
+                .badRequest, kind: "invalidArgument", error.problems.isEmpty ? error.message : "nothing was enqueued: \(error.description)",
+                problems: error.problems)
+        case let error as APINotFound:
+            return self.error(.notFound, kind: error.kind, error.message)
+        case let error as APIBadRequest:
+            return self.error(.badRequest, kind: "invalidArgument", error.message)
+        case let error as APITooLarge:
+            return self.error(.contentTooLarge, kind: "invalidArgument", error.message)
+        default:
+            break
+        }
         guard let error = error as? BookCacheError else {
             return self.error(.internalServerError, kind: "internal", "\(error)")
         }
@@ -46,6 +61,33 @@ enum APIResponse {
         default: status = .internalServerError
         }
         return self.error(status, kind: error.kind.description, error.message)
+    }
+}
+
+/// No such job, source or cached book (404).
+struct APINotFound: Error {
+    var kind: String
+    var message: String
+}
+
+/// A body the API cannot use (400).
+struct APIBadRequest: Error {
+    var message: String
+}
+
+/// A body over the cap (413).
+struct APITooLarge: Error {
+    var message: String
+}
+
+/// Answers every error a handler throws with `APIResponse.error(_:)`, so handlers just `try`.
+struct APIErrorMiddleware<Context: RequestContext>: RouterMiddleware {
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        do {
+            return try await next(request, context)
+        } catch {
+            return APIResponse.error(error)
+        }
     }
 }
 

@@ -107,7 +107,8 @@ public struct ServiceServer: Sendable {
                 ])
         }
 
-        let api = router.group("api/v1")
+        // Handlers throw; the middleware answers each error with its status and JSON body.
+        let api = router.group("api/v1").add(middleware: APIErrorMiddleware())
         api.post("login-links") { request, _ -> Response in
             // A new one-time link for the page (`bookcache serve --login-link`).
             let host = request.head.authority ?? "127.0.0.1"
@@ -115,150 +116,81 @@ public struct ServiceServer: Sendable {
             return APIResponse.json(Link(url: "http://\(host)/login?code=\(access.newLoginCode())"), status: .created)
         }
         api.post("jobs") { request, _ -> Response in
-            var request = request
-            let body: ByteBuffer
-            do {
-                body = try await request.collectBody(upTo: maxBody)
-            } catch {
-                return APIResponse.error(.contentTooLarge, kind: "invalidArgument", "the body is larger than \(maxBody) bytes; send the jobs in several requests")
-            }
-            do {
-                let jobs = try await service.submit(Data(body.readableBytesView))
-                struct Accepted: Encodable { var jobs: [APIJob] }
-                return APIResponse.json(Accepted(jobs: jobs.map(APIJob.init)), status: .accepted)
-            } catch let error as DownloadService.SubmissionError {
-                return APIResponse.error(
-                    .badRequest, kind: "invalidArgument", error.problems.isEmpty ? error.message : "nothing was enqueued: \(error.description)",
-                    problems: error.problems)
-            } catch {
-                return APIResponse.error(error)
-            }
+            let body = try await Self.body(of: request, upTo: maxBody, "send the jobs in several requests")
+            let jobs = try await service.submit(body)
+            struct Accepted: Encodable { var jobs: [APIJob] }
+            return APIResponse.json(Accepted(jobs: jobs.map(APIJob.init)), status: .accepted)
         }
         api.get("jobs") { request, _ -> Response in
             let limit = request.uri.queryParameters.get("limit").flatMap { Int($0) }
-            do {
-                let jobs = try await service.jobs(limit: limit)
-                let counts = try await service.jobCounts()
-                struct Listing: Encodable {
-                    var jobs: [APIJob]
-                    var counts: [String: Int]
-                }
-                return APIResponse.json(Listing(jobs: jobs.map(APIJob.init), counts: Dictionary(uniqueKeysWithValues: counts.map { ($0.key.rawValue, $0.value) })))
-            } catch {
-                return APIResponse.error(error)
+            let jobs = try await service.jobs(limit: limit)
+            let counts = try await service.jobCounts()
+            struct Listing: Encodable {
+                var jobs: [APIJob]
+                var counts: [String: Int]
             }
+            return APIResponse.json(Listing(jobs: jobs.map(APIJob.init), counts: Dictionary(uniqueKeysWithValues: counts.map { ($0.key.rawValue, $0.value) })))
         }
         api.get("jobs/:id") { request, context -> Response in
             let id = context.parameters.get("id") ?? ""
             // ?wait=SECONDS (at most 60): answer once the job has ended, or when the time is up.
             let wait = request.uri.queryParameters.get("wait").flatMap { Int($0) }.map { min(max($0, 0), 60) }
-            do {
-                let found: ServiceJob?
-                if let wait {
-                    found = try await service.waitForEnd(of: id, timeout: .seconds(wait))
-                } else {
-                    found = try await service.job(id)
-                }
-                guard let job = found else { return APIResponse.error(.notFound, kind: "notFound", "no job \(id)") }
-                return APIResponse.json(APIJob(job: job))
-            } catch {
-                return APIResponse.error(error)
-            }
+            let found = if let wait { try await service.waitForEnd(of: id, timeout: .seconds(wait)) } else { try await service.job(id) }
+            guard let job = found else { throw APINotFound(kind: "notFound", message: "no job \(id)") }
+            return APIResponse.json(APIJob(job: job))
         }
         api.delete("jobs/:id") { _, context -> Response in
             let id = context.parameters.get("id") ?? ""
-            do {
-                guard let job = try await service.cancel(id) else { return APIResponse.error(.notFound, kind: "notFound", "no job \(id)") }
-                return APIResponse.json(APIJob(job: job))
-            } catch {
-                return APIResponse.error(error)
-            }
+            guard let job = try await service.cancel(id) else { throw APINotFound(kind: "notFound", message: "no job \(id)") }
+            return APIResponse.json(APIJob(job: job))
         }
 
         api.get("books") { _, _ -> Response in
             // `{"books": [...]}`, the array as `list --json` writes it: read row by row and written
             // by hand on a blocking-work thread (JSONEncoder took 2.3 s and 536 MiB for 100,000).
-            let written = await BlockingWork.run { () -> Result<ByteBuffer, BookCacheError> in
+            let buffer = try await BlockingWork.run { () throws(BookCacheError) -> ByteBuffer in
                 var buffer = ByteBuffer(string: #"{"books": "#)
-                do throws(BookCacheError) {
-                    var writer = BookListJSON.Writer { bytes in buffer.writeBytes(bytes) }
-                    try manager.forEachBook { writer.add($0) }
-                    writer.finish()
-                } catch {
-                    return .failure(error)
-                }
+                var writer = BookListJSON.Writer { bytes in buffer.writeBytes(bytes) }
+                try manager.forEachBook { writer.add($0) }
+                writer.finish()
                 buffer.writeString("}")
-                return .success(buffer)
+                return buffer
             }
-            switch written {
-            case .success(let buffer):
-                return Response(
-                    status: .ok, headers: [.contentType: "application/json; charset=utf-8", .cacheControl: "no-store"],
-                    body: ResponseBody(byteBuffer: buffer))
-            case .failure(let error):
-                return APIResponse.error(error)
-            }
+            return Response(
+                status: .ok, headers: [.contentType: "application/json; charset=utf-8", .cacheControl: "no-store"],
+                body: ResponseBody(byteBuffer: buffer))
         }
         api.get("stats") { _, _ -> Response in
-            do {
-                return APIResponse.json(try await manager.statistics())
-            } catch {
-                return APIResponse.error(error)
-            }
+            APIResponse.json(try await manager.statistics())
         }
         api.get("books/:id") { _, context -> Response in
-            do {
-                let id = try BookID(parsing: context.parameters.get("id") ?? "")
-                guard let book = try await manager.metadata(for: id) else { return APIResponse.error(.notFound, kind: "notCached", "\(id) is not cached") }
-                return APIResponse.json(APIBook(book: book))
-            } catch {
-                return APIResponse.error(error)
-            }
+            APIResponse.json(APIBook(book: try await Self.book(context, in: manager)))
         }
         api.delete("books/:id") { _, context -> Response in
-            do {
-                let id = try BookID(parsing: context.parameters.get("id") ?? "")
-                guard try await manager.delete(id) else { return APIResponse.error(.notFound, kind: "notCached", "\(id) is not cached") }
-                service.bookRemoved(id.description)
-                struct Deleted: Encodable { var deleted: String }
-                return APIResponse.json(Deleted(deleted: id.description))
-            } catch {
-                return APIResponse.error(error)
-            }
+            let id = try BookID(parsing: context.parameters.get("id") ?? "")
+            guard try await manager.delete(id) else { throw APINotFound(kind: "notCached", message: "\(id) is not cached") }
+            service.bookRemoved(id.description)
+            struct Deleted: Encodable { var deleted: String }
+            return APIResponse.json(Deleted(deleted: id.description))
         }
         for (method, pinned) in [(HTTPRequest.Method.put, true), (.delete, false)] {
             api.on("books/:id/pin", method: method) { _, context -> Response in
-                do {
-                    let id = try BookID(parsing: context.parameters.get("id") ?? "")
-                    if pinned { try await manager.pin(id) } else { try await manager.unpin(id) }
-                    guard let book = try await manager.metadata(for: id) else { return APIResponse.error(.notFound, kind: "notCached", "\(id) is not cached") }
-                    return APIResponse.json(APIBook(book: book))
-                } catch {
-                    return APIResponse.error(error)
-                }
+                let id = try BookID(parsing: context.parameters.get("id") ?? "")
+                if pinned { try await manager.pin(id) } else { try await manager.unpin(id) }
+                return APIResponse.json(APIBook(book: try await Self.book(context, in: manager)))
             }
         }
         api.get("books/:id/file") { request, context -> Response in
-            do {
-                let id = try BookID(parsing: context.parameters.get("id") ?? "")
-                guard let book = try await manager.metadata(for: id) else { return APIResponse.error(.notFound, kind: "notCached", "\(id) is not cached") }
-                let url = try await manager.open(id)
-                return BookFile.response(for: url, book: book, range: request.headers[.range])
-            } catch {
-                return APIResponse.error(error)
-            }
+            let book = try await Self.book(context, in: manager)
+            let url = try await manager.open(try book.bookID)
+            return BookFile.response(for: url, book: book, range: request.headers[.range])
         }
 
         api.get("sources") { _, _ -> Response in
-            do {
-                struct Sources: Encodable { var sources: [ScheduledSource] }
-                return APIResponse.json(Sources(sources: try await service.sources()))
-            } catch {
-                return APIResponse.error(error)
-            }
+            struct Sources: Encodable { var sources: [ScheduledSource] }
+            return APIResponse.json(Sources(sources: try await service.sources()))
         }
         api.post("sources") { request, _ -> Response in
-            var request = request
             struct NewSource: Decodable {
                 var source: String
                 var keep: Int
@@ -267,34 +199,24 @@ public struct ServiceServer: Sendable {
                 var section: String?
                 var every: String?
             }
+            let body = try await Self.body(of: request, upTo: 64 * 1024, "a source is a small JSON object")
+            let new: NewSource
             do {
-                guard let body = try? await request.collectBody(upTo: 64 * 1024) else {
-                    return APIResponse.error(.contentTooLarge, kind: "invalidArgument", "the body is larger than 64 KiB")
-                }
-                let new: NewSource
-                do {
-                    new = try JSONDecoder().decode(NewSource.self, from: Data(body.readableBytesView))
-                } catch {
-                    return APIResponse.error(.badRequest, kind: "invalidArgument", "send {\"source\": URL, \"keep\": N, \"every\": \"4h\"} (\(error))")
-                }
-                let every = try new.every.map { text throws(BookCacheError) in try TimeSpan(parsing: text).seconds } ?? 4 * 3600
-                let source = try await service.addSource(
-                    new.source, keep: new.keep, type: new.type ?? .ebook, formats: new.formats ?? [.epub, .pdf], section: new.section,
-                    every: every)
-                return APIResponse.json(source.redacted, status: .created)
+                new = try JSONDecoder().decode(NewSource.self, from: body)
             } catch {
-                return APIResponse.error(error)
+                throw APIBadRequest(message: "send {\"source\": URL, \"keep\": N, \"every\": \"4h\"} (\(error))")
             }
+            let every = try new.every.map { text throws(BookCacheError) in try TimeSpan(parsing: text).seconds } ?? 4 * 3600
+            let source = try await service.addSource(
+                new.source, keep: new.keep, type: new.type ?? .ebook, formats: new.formats ?? [.epub, .pdf], section: new.section,
+                every: every)
+            return APIResponse.json(source.redacted, status: .created)
         }
         api.delete("sources/:id") { _, context -> Response in
             let id = context.parameters.get("id") ?? ""
-            do {
-                guard try await service.removeSource(id) else { return APIResponse.error(.notFound, kind: "notFound", "no source \(id)") }
-                struct Removed: Encodable { var removed: String }
-                return APIResponse.json(Removed(removed: id))
-            } catch {
-                return APIResponse.error(error)
-            }
+            guard try await service.removeSource(id) else { throw APINotFound(kind: "notFound", message: "no source \(id)") }
+            struct Removed: Encodable { var removed: String }
+            return APIResponse.json(Removed(removed: id))
         }
 
         api.get("events") { _, _ -> Response in
@@ -310,6 +232,25 @@ public struct ServiceServer: Sendable {
                     try await writer.finish(nil)
                 })
         }
+    }
+}
+
+extension ServiceServer {
+    /// A request's body, at most `limit` bytes; `hint` says what to do with a larger one.
+    static func body(of request: Request, upTo limit: Int, _ hint: String) async throws -> Data {
+        var request = request
+        do {
+            return Data(try await request.collectBody(upTo: limit).readableBytesView)
+        } catch {
+            throw APITooLarge(message: "the body is larger than \(limit) bytes; \(hint)")
+        }
+    }
+
+    /// The cached book the route's `:id` names; 404 when it is not cached.
+    static func book(_ context: BasicRequestContext, in manager: BookCacheManager) async throws -> CachedBookMetadata {
+        let id = try BookID(parsing: context.parameters.get("id") ?? "")
+        guard let book = try await manager.metadata(for: id) else { throw APINotFound(kind: "notCached", message: "\(id) is not cached") }
+        return book
     }
 }
 
