@@ -52,12 +52,20 @@ struct BookCacheCommand: AsyncParsableCommand {
         // 2000 books of 64 KiB peaked at 47 MiB instead of 52, at the same speed. A
         // MALLOC_ARENA_MAX in the environment still wins; elsewhere this does nothing.
         if getenv("MALLOC_ARENA_MAX") == nil { _ = bookcache_limit_malloc_arenas(2) }
-        if let problem = OptionCheck.problem(in: Array(CommandLine.arguments.dropFirst())) {
-            Terminal.writeError("Error: \(problem)")
-            Glibc.exit(ExitStatus.usage)
+        let command: any ParsableCommand
+        do {
+            command = try parseAsRoot()
+        } catch {
+            // Only a command line that does not parse is looked at for typos, so a good one
+            // costs nothing: the check reads each command's help, which takes time to build.
+            if let problem = OptionCheck.problem(in: Array(CommandLine.arguments.dropFirst())) {
+                Terminal.writeError("Error: \(problem)")
+                Glibc.exit(ExitStatus.usage)
+            }
+            exit(withError: error)
         }
         do {
-            var command = try parseAsRoot()
+            var command = command
             if var asyncCommand = command as? any AsyncParsableCommand {
                 try await asyncCommand.run()
             } else {
