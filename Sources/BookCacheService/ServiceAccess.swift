@@ -47,14 +47,18 @@ public final class ServiceAccess: Sendable {
     }
 
     private static func readToken(_ file: URL) throws(ServiceSetupError) -> String? {
-        guard let attributes = try? FileManager.default.attributesOfItem(atPath: file.path),
-            let mode = (attributes[.posixPermissions] as? NSNumber)?.intValue
-        else { return nil }
-        guard mode & 0o077 == 0 else {
-            throw ServiceSetupError("\(file.lastPathComponent) may be read by other users; run chmod 600 \(file.path), or delete it for a new token")
-        }
-        guard let text = try? String(contentsOf: file, encoding: .utf8) else {
-            throw ServiceSetupError("cannot read \(file.path)")
+        guard FileManager.default.fileExists(atPath: file.path) else { return nil }
+        let text: String
+        do {
+            let attributes = try FileManager.default.attributesOfItem(atPath: file.path)
+            guard let mode = (attributes[.posixPermissions] as? NSNumber)?.intValue, mode & 0o077 == 0 else {
+                throw ServiceSetupError("\(file.lastPathComponent) may be read by other users; run chmod 600 \(file.path), or delete it for a new token")
+            }
+            text = try String(contentsOf: file, encoding: .utf8)
+        } catch let error as ServiceSetupError {
+            throw error
+        } catch {
+            throw ServiceSetupError("cannot read \(file.path) (\(error))")
         }
         let token = text.trimmingCharacters(in: .whitespacesAndNewlines)
         guard token.count >= 32 else {

@@ -44,6 +44,18 @@ struct SQLiteIndexTests {
         #expect(all == ["ebook-b0", "ebook-b1", "ebook-b3", "ebook-b4", "ebook-b5"])
     }
 
+    @Test("a list column that is not a JSON list is damage, not an empty list")
+    func damagedListColumn() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let index = try SQLiteIndex(path: dir.path("index.sqlite").path)
+        let original = try record(1)
+        try index.put(original)
+        try index.database.execute("UPDATE book SET authors = 'Ann, Bob' WHERE id = '\(original.id)'")
+        let error = #expect(throws: SQLiteError.self) { try index.record(original.id) }
+        #expect(error?.message.contains("authors") == true, "\(error?.message ?? "")")
+    }
+
     @Test("totals per type follow inserts, size changes, pins and removals")
     func totals() throws {
         let dir = try TemporaryDirectory()

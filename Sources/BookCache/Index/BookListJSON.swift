@@ -59,7 +59,7 @@ public enum BookListJSON {
     }
 
     /// Appends records with their keys in sorted order (the order `JSONEncoder` uses with
-    /// `.sortedKeys`) to a buffer of its own; `flush()` writes it to standard output.
+    /// `.sortedKeys`) to a buffer of its own; `flush()` hands it to the sink.
     /// (Appending to an `[UInt8]` a few bytes at a time was a third of the time at a million books.)
     // Not private: the release build of a client module referred to its type metadata (through
     // the public ~Copyable Writer) and failed to link while it was.
@@ -82,11 +82,11 @@ public enum BookListJSON {
 
         private mutating func append(_ source: UnsafeRawBufferPointer) {
             if count + source.count > capacity {
-                let grown = UnsafeMutablePointer<UInt8>.allocate(capacity: max(capacity * 2, count + source.count))
+                capacity = max(capacity * 2, count + source.count)
+                let grown = UnsafeMutablePointer<UInt8>.allocate(capacity: capacity)
                 grown.update(from: storage, count: count)
                 storage.deallocate()
                 storage = grown
-                capacity = max(capacity * 2, count + source.count)
             }
             if let base = source.baseAddress {
                 (storage + count).update(from: base.assumingMemoryBound(to: UInt8.self), count: source.count)

@@ -20,8 +20,12 @@ struct ServiceClient {
             Terminal.writeError("error: no bookcache serve is running for \(cacheRoot.path); start one with 'bookcache serve'")
             throw unavailable
         }
-        guard let token = try? String(contentsOf: ServiceInfo.tokenFile(in: cacheRoot), encoding: .utf8) else {
-            Terminal.writeError("error: cannot read \(ServiceInfo.tokenFile(in: cacheRoot).path); is this the user that runs bookcache serve?")
+        let token: String
+        do {
+            token = try String(contentsOf: ServiceInfo.tokenFile(in: cacheRoot), encoding: .utf8)
+        } catch {
+            Terminal.writeError(
+                "error: cannot read \(ServiceInfo.tokenFile(in: cacheRoot).path) (\(error)); is this the user that runs bookcache serve?")
             throw unavailable
         }
         return ServiceClient(base: base, token: token.trimmingCharacters(in: .whitespacesAndNewlines))

@@ -126,7 +126,17 @@ final class SQLiteIndex {
             type == nil ? "SELECT \(Self.columns) FROM book ORDER BY id" : "SELECT \(Self.columns) FROM book WHERE bookType = ? ORDER BY id")
         defer { statement.reset() }
         if let type { statement.bind(type.rawValue, at: 1) }
-        try forEachRow(of: statement, body)
+        // Every book's sources in one pass, rather than one query per book.
+        var sourcesByBook: [String: [String]] = [:]
+        let sourceRows = try database.statement("SELECT book, source FROM book_source ORDER BY book, position")
+        while try sourceRows.step() {
+            sourcesByBook[sourceRows.text(0) ?? "", default: []].append(sourceRows.text(1) ?? "")
+        }
+        while try statement.step() {
+            var record = try Self.record(from: statement)
+            record.syncSources = sourcesByBook[record.id] ?? []
+            try body(record)
+        }
     }
 
     /// The records a sync source brought, in id order, found through the source's index.
@@ -138,19 +148,6 @@ final class SQLiteIndex {
         while try statement.step() {
             var record = try Self.record(from: statement)
             record.syncSources = try sources(of: record.id)
-            try body(record)
-        }
-    }
-
-    private func forEachRow(of statement: SQLiteStatement, _ body: (CachedBookMetadata) throws(SQLiteError) -> Void) throws(SQLiteError) {
-        var sourcesByBook: [String: [String]] = [:]
-        let sourceRows = try database.statement("SELECT book, source FROM book_source ORDER BY book, position")
-        while try sourceRows.step() {
-            sourcesByBook[sourceRows.text(0) ?? "", default: []].append(sourceRows.text(1) ?? "")
-        }
-        while try statement.step() {
-            var record = try Self.record(from: statement)
-            record.syncSources = sourcesByBook[record.id] ?? []
             try body(record)
         }
     }
@@ -255,8 +252,8 @@ final class SQLiteIndex {
         record.pinned = row.int64(14) != 0
         record.outdated = row.int64(15) != 0
         record.coverPath = row.text(16)
-        record.authors = decodeList(row.text(17))
-        record.warnings = decodeList(row.text(18))
+        record.authors = try decodeList(row.text(17), "authors")
+        record.warnings = try decodeList(row.text(18), "warnings")
         return record
     }
 
@@ -265,9 +262,14 @@ final class SQLiteIndex {
         return String(decoding: data, as: UTF8.self)
     }
 
-    private static func decodeList(_ text: String?) -> [String] {
-        guard let text, let list = try? JSONDecoder().decode([String].self, from: Data(text.utf8)) else { return [] }
-        return list
+    /// A list column (authors, warnings); text that is not a JSON list is damage, not an empty list.
+    private static func decodeList(_ text: String?, _ name: String) throws(SQLiteError) -> [String] {
+        guard let text else { return [] }
+        do {
+            return try JSONDecoder().decode([String].self, from: Data(text.utf8))
+        } catch {
+            throw SQLiteError(code: 0, operation: "read a record", message: "its \(name) are not a list (\(error))")
+        }
     }
 
     private func sources(of id: String) throws(SQLiteError) -> [String] {
