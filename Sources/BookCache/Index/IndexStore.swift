@@ -152,35 +152,36 @@ final class IndexStore: Sendable {
         if legacy.exists {
             // Under the previous version's lock, so a process of that version still running
             // cannot change it half-way through the import. `nil`: damaged, rebuild instead.
-            let imported: Result<[CachedBookMetadata]?, SQLiteError>
+            let importing = "import \(layout.indexFile.path)"
+            let imported: [CachedBookMetadata]?
             do {
-                imported = try FileLock(url: layout.indexLockFile).withLock { () throws -> Result<[CachedBookMetadata]?, SQLiteError> in
+                imported = try FileLock(url: layout.indexLockFile).withLock { () throws -> [CachedBookMetadata]? in
                     let books: [CachedBookMetadata]
                     do throws(LegacyJSONIndex.Problem) {
                         books = try legacy.records()
                     } catch .newerSchema(let version) {
-                        return .failure(
-                            SQLiteError(
-                                code: 0, operation: "import \(layout.indexFile.path)",
-                                message: "the index is from a newer version of bookcache (schema \(version))"))
+                        throw SQLiteError(
+                            code: 0, operation: importing, message: "the index is from a newer version of bookcache (schema \(version))")
                     } catch .damaged(let problem) {
                         let moved = try legacy.moveAside()
                         logger.warning(
                             "the index of the previous version is damaged: moved aside, the index is rebuilt from the books on disk",
                             metadata: ["problem": "\(problem)", "damagedCopies": "\(moved.joined(separator: ", "))"])
-                        return .success(nil)
+                        return nil
                     } catch .unreadable(let problem) {
-                        return .failure(SQLiteError(code: 14, operation: "import \(layout.indexFile.path)", message: problem))
+                        throw SQLiteError(code: 14, operation: importing, message: problem)
                     }
                     try legacy.markImported()
-                    return .success(books)
+                    return books
                 }
+            } catch let error as SQLiteError {
+                throw error
             } catch {
-                throw SQLiteError(code: 0, operation: "import \(layout.indexFile.path)", message: "\(error)")
+                throw SQLiteError(code: 0, operation: importing, message: "\(error)")
             }
-            if let books = try imported.get() {
-                for record in books { try insert(record) }
-                logger.notice("imported the index of the previous version", metadata: ["books": "\(books.count)"])
+            if let imported {
+                for record in imported { try insert(record) }
+                logger.notice("imported the index of the previous version", metadata: ["books": "\(imported.count)"])
                 return
             }
         }
