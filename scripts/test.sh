@@ -33,7 +33,19 @@ if ! command -v tmux >/dev/null 2>&1; then
   scripts/apt-install.sh tmux || echo "warning: tmux could not be installed; the live display test will be skipped" >&2
 fi
 swift build
-swift test "$@"
+# A hang must fail with a clue, not run into CI's limit: the run is stopped after
+# BOOKCACHE_TEST_MINUTES (30) and the tests that started and never ended are named.
+log=.build/test-output.log
+set +e
+timeout --kill-after=30 "$(( ${BOOKCACHE_TEST_MINUTES:-30} * 60 ))" swift test "$@" 2>&1 | tee "$log"
+status=${PIPESTATUS[0]}
+set -e
+if [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; then
+  echo "error: swift test did not end within ${BOOKCACHE_TEST_MINUTES:-30} minutes; these tests started and never ended:" >&2
+  python3 scripts/unfinished-tests.py "$log" >&2
+  exit 1
+fi
+[ "$status" -eq 0 ] || exit "$status"
 # The README's first command must work too (it broke once unnoticed): run the demo, quietly.
 # And the DocC documentation must build without warnings (broken links).
 if [ $# -eq 0 ]; then

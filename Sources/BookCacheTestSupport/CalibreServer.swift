@@ -35,12 +35,12 @@ public final class CalibreServer: Sendable {
         return result.stdout
     }
 
-    private let process: Process
+    private let process: RunningProcess
     private let exited = Mutex(false)
     /// The server's root, `http://127.0.0.1:PORT`.
     public let baseURL: String
 
-    private init(process: Process, port: Int) {
+    private init(process: RunningProcess, port: Int) {
         self.process = process
         self.baseURL = "http://127.0.0.1:\(port)"
     }
@@ -67,40 +67,14 @@ public final class CalibreServer: Sendable {
             arguments += ["--enable-auth", "--userdb", database.path]
             if case .basic = login { arguments += ["--auth-mode", "basic"] } else { arguments += ["--auth-mode", "digest"] }
         }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/calibre-server")
-        process.arguments = arguments + [library.path]
-        var environment = ProcessInfo.processInfo.environment
-        environment["XDG_RUNTIME_DIR"] = NSTemporaryDirectory()
-        process.environment = environment
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
+        // Its output (both streams) is read until it says it listens, or ends.
+        let process = try ProcessRunner.launch(
+            at: URL(fileURLWithPath: "/usr/bin/calibre-server"), arguments + [library.path],
+            environment: ["XDG_RUNTIME_DIR": NSTemporaryDirectory()], mergingErrors: true, timeLimit: .seconds(600))
         let server = CalibreServer(process: process, port: port)
-        // Its output is read on a thread of its own until it says it listens, or ends.
-        let said: String = await withCheckedContinuation { continuation in
-            Thread {
-                var text = ""
-                while true {
-                    let chunk = output.fileHandleForReading.availableData
-                    if chunk.isEmpty {
-                        continuation.resume(returning: text)
-                        return
-                    }
-                    text += String(decoding: chunk, as: UTF8.self)
-                    if text.contains("listening on") {
-                        continuation.resume(returning: text)
-                        // Keep draining, so a chatty server never blocks on a full pipe.
-                        while !output.fileHandleForReading.availableData.isEmpty {}
-                        return
-                    }
-                }
-            }.start()
-        }
-        guard said.contains("listening on") else {
-            throw ProcessRunnerError(message: "calibre-server did not start: \(said)")
+        guard await process.line(containing: "listening on") != nil else {
+            await server.stop()
+            throw ProcessRunnerError(message: "calibre-server did not start: \(await process.wait().stdout)")
         }
         return server
     }
@@ -124,14 +98,8 @@ public final class CalibreServer: Sendable {
     public func stop() async {
         guard !exited.withLock({ $0 }) else { return }
         // calibre-server may take its time over SIGTERM; its state does not matter to a test.
-        kill(process.processIdentifier, SIGKILL)
-        let process = self.process
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            Thread {
-                process.waitUntilExit()
-                continuation.resume()
-            }.start()
-        }
+        process.send(SIGKILL)
+        _ = await process.wait()
         exited.withLock { $0 = true }
     }
 }

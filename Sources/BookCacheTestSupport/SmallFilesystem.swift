@@ -33,15 +33,10 @@ public final class SmallFilesystem: Sendable {
     }
 
     private static func run(_ tool: String, _ arguments: [String]) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: tool)
-        process.arguments = arguments
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw ProcessRunnerError(message: "\(tool) \(arguments.joined(separator: " ")) failed with status \(process.terminationStatus)")
+        // Synchronous (the suite's `enabled(if:)` asks at once); mount and umount return quickly.
+        let result = try ProcessRunner.launch(at: URL(fileURLWithPath: tool), arguments, timeLimit: .seconds(60)).waitBlocking()
+        guard result.status == 0 else {
+            throw ProcessRunnerError(message: "\(tool) \(arguments.joined(separator: " ")) failed with status \(result.status): \(result.stderr)")
         }
     }
 }
