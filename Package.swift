@@ -67,7 +67,9 @@ let package = Package(
                 "CSQLite",
                 "CBookCacheShims",
                 .product(name: "Logging", package: "swift-log"),
-            ]
+            ],
+            // Error messages, refusal kinds and statuses in English, German and Chinese.
+            resources: [.process("Resources")]
         ),
         // The HTTP API and web page of `bookcache serve`, over the library's DownloadService.
         .target(

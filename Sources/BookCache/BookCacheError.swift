@@ -73,8 +73,12 @@ public struct BookCacheError: Error, Sendable, CustomStringConvertible {
     public let kind: Kind
     /// What to do about it, when there is one thing to do.
     public var remedy: Remedy?
-    /// The whole message: what happened and what to do next.
+    /// The whole message, in English: what happened and what to do next. For logs and machine
+    /// output (it never changes with the language); ``message(in:)`` says it in a reader's
+    /// language, and `localizedDescription` in the app's.
     public let message: String
+    /// The message as a template, when it can be said in other languages.
+    private let template: MessageTemplate?
     /// The book concerned, when there is one.
     public var bookID: String?
     /// The HTTP status, for a download the server refused.
@@ -101,6 +105,23 @@ public struct BookCacheError: Error, Sendable, CustomStringConvertible {
     init(_ kind: Kind, _ message: String) {
         self.kind = kind
         self.message = message
+        self.template = nil
+    }
+
+    init(_ kind: Kind, _ template: MessageTemplate) {
+        self.kind = kind
+        self.message = template.text(MessageTemplate.english)
+        self.template = template
+    }
+
+    /// The message in `locale`'s language: English, German (`de`) or Simplified Chinese (`zh`);
+    /// other languages get English. Ids, paths, URLs and technical causes stay as they are.
+    ///
+    /// ```swift
+    /// Text(error.message(in: Locale(identifier: "de_DE")))
+    /// ```
+    public func message(in locale: Locale) -> String {
+        template?.text(locale) ?? message
     }
 
     public var description: String { message }
@@ -111,22 +132,24 @@ public struct BookCacheError: Error, Sendable, CustomStringConvertible {
     }
 
     static func downloadFailed(_ id: BookID, cause: DownloadError) -> BookCacheError {
-        var hint = "check the URL and try again"
+        var hint = MessageTemplate("check the URL and try again")
         if let status = cause.statusCode {
             switch status {
-            case 401, 403: hint = "the server refused access; check the URL or its credentials"
-            case 404, 410: hint = "the server has no such file; check the URL"
-            case _ where DownloadError.isRetryable(status: status): hint = "the server is busy or failing; try again later"
+            case 401, 403: hint = MessageTemplate("the server refused access; check the URL or its credentials")
+            case 404, 410: hint = MessageTemplate("the server has no such file; check the URL")
+            case _ where DownloadError.isRetryable(status: status): hint = MessageTemplate("the server is busy or failing; try again later")
             default: break
             }
         } else if cause.kind == .fileSystem {
-            hint = "check that the cache directory is writable and the disk is not full"
+            hint = MessageTemplate("check that the cache directory is writable and the disk is not full")
         } else if cause.kind == .untrustedServer {
-            hint = "check the URL, or trust the server's certificate authority"
+            hint = MessageTemplate("check the URL, or trust the server's certificate authority")
         } else if cause.isRetryable {
-            hint = "the transfer was interrupted; try again"
+            hint = MessageTemplate("the transfer was interrupted; try again")
         }
-        var error = BookCacheError(.downloadFailed, "download of \(id) failed: \(cause); \(hint)")
+        var error = BookCacheError(
+            .downloadFailed,
+            MessageTemplate("download of %1$@ failed: %2$@; %3$@", .verbatim(id.description), .verbatim(cause.description), .phrase(hint)))
         if cause.kind == .untrustedServer { error.remedy = .trustAuthority }
         error.bookID = id.description
         error.httpStatus = cause.statusCode
@@ -146,14 +169,16 @@ public struct BookCacheError: Error, Sendable, CustomStringConvertible {
     static func networkUnavailable(_ id: BookID, cause: DownloadError) -> BookCacheError {
         var error = BookCacheError(
             .networkUnavailable,
-            "network unavailable: \(cause); check the connection and the server, then try again")
+            MessageTemplate("network unavailable: %1$@; check the connection and the server, then try again", .verbatim("\(cause)")))
         error.bookID = id.description
         error.underlying = cause
         return error
     }
 
     static func offline(_ id: BookID, cause: any Error) -> BookCacheError {
-        var error = BookCacheError(.offline, "\(id) is not cached and the network is unavailable (\(cause)); connect and try again")
+        var error = BookCacheError(
+            .offline,
+            MessageTemplate("%1$@ is not cached and the network is unavailable (%2$@); connect and try again", .verbatim(id.description), .verbatim("\(cause)")))
         error.bookID = id.description
         error.underlying = cause
         return error
@@ -161,11 +186,15 @@ public struct BookCacheError: Error, Sendable, CustomStringConvertible {
 
     static func insufficientStorage(bookBytes: Int64, reserve: Int64, available: Int64, path: String) -> BookCacheError {
         let (needed, overflow) = bookBytes.addingReportingOverflow(reserve)
-        var need = "\(ByteFormat.string(bookBytes)) for the book"
-        if reserve > 0 { need += " + \(ByteFormat.string(reserve)) reserve" }
-        var error = BookCacheError(
-            .insufficientStorage,
-            "insufficient storage: \(need); \(ByteFormat.string(available)) free at \(path); free some space, delete cached books\(reserve > 0 ? ", or lower the reserve" : "")")
+        let template =
+            reserve > 0
+            ? MessageTemplate(
+                "insufficient storage: %1$@ for the book + %2$@ reserve; %3$@ free at %4$@; free some space, delete cached books, or lower the reserve",
+                .size(bookBytes), .size(reserve), .size(available), .verbatim(path))
+            : MessageTemplate(
+                "insufficient storage: %1$@ for the book; %2$@ free at %3$@; free some space, delete cached books",
+                .size(bookBytes), .size(available), .verbatim(path))
+        var error = BookCacheError(.insufficientStorage, template)
         error.neededBytes = overflow ? .max : needed
         error.availableBytes = available
         if reserve > 0 { error.remedy = .lowerReserve }
@@ -175,7 +204,9 @@ public struct BookCacheError: Error, Sendable, CustomStringConvertible {
     static func identifierInUse(_ id: BookID, cachedFrom other: String, wanted url: URL) -> BookCacheError {
         var error = BookCacheError(
             .identifierInUse,
-            "\(id) is already cached from another URL (\(URL(string: other).map(URLRedaction.redacted) ?? other)), so \(URLRedaction.redacted(url)) is a different book; give it an id of its own")
+            MessageTemplate(
+                "%1$@ is already cached from another URL (%2$@), so %3$@ is a different book; give it an id of its own",
+                .verbatim(id.description), .verbatim(URL(string: other).map(URLRedaction.redacted) ?? other), .verbatim(URLRedaction.redacted(url))))
         error.remedy = .giveOwnID
         error.bookID = id.description
         return error
@@ -184,7 +215,9 @@ public struct BookCacheError: Error, Sendable, CustomStringConvertible {
     static func overBudget(_ id: BookID, size: Int64, budget: Int64) -> BookCacheError {
         var error = BookCacheError(
             .insufficientStorage,
-            "insufficient storage: \(id) is \(ByteFormat.string(size)), more than the whole cache budget of \(ByteFormat.string(budget)); raise the budget (max-size)")
+            MessageTemplate(
+                "insufficient storage: %1$@ is %2$@, more than the whole cache budget of %3$@; raise the budget (max-size)",
+                .verbatim(id.description), .size(size), .size(budget)))
         error.remedy = .raiseBudget
         error.bookID = id.description
         error.neededBytes = size
@@ -193,12 +226,18 @@ public struct BookCacheError: Error, Sendable, CustomStringConvertible {
     }
 
     static func budgetFull(_ id: BookID, size: Int64, budget: Int64?, keep: Int?) -> BookCacheError {
-        var limits: [String] = []
-        if let budget { limits.append("a budget of \(ByteFormat.string(budget))") }
-        if let keep { limits.append("at most \(keep) books") }
+        let limits: MessageTemplate
+        switch (budget, keep) {
+        case (let budget?, let keep?): limits = MessageTemplate("a budget of %1$@ and at most %2$@ books", .size(budget), .verbatim("\(keep)"))
+        case (let budget?, nil): limits = MessageTemplate("a budget of %1$@", .size(budget))
+        case (nil, let keep?): limits = MessageTemplate("at most %1$@ books", .verbatim("\(keep)"))
+        case (nil, nil): limits = MessageTemplate("the cache's limits")
+        }
         var error = BookCacheError(
             .insufficientStorage,
-            "insufficient storage: \(id) (\(ByteFormat.string(size))) does not fit in \(limits.joined(separator: " and ")) because pinned or busy books fill it; unpin some, delete some, or raise the limit")
+            MessageTemplate(
+                "insufficient storage: %1$@ (%2$@) does not fit in %3$@ because pinned or busy books fill it; unpin some, delete some, or raise the limit",
+                .verbatim(id.description), .size(size), .phrase(limits)))
         error.bookID = id.description
         error.neededBytes = size
         error.availableBytes = budget
@@ -210,7 +249,14 @@ public struct BookCacheError: Error, Sendable, CustomStringConvertible {
     static func diskFull(_ id: BookID?, path: String, needed: Int64? = nil) -> BookCacheError {
         var error = BookCacheError(
             .insufficientStorage,
-            "insufficient storage: the disk holding \(path) filled up\(id.map { " while storing \($0)" } ?? ""); nothing was cached — free some space or delete cached books, then try again")
+            id.map {
+                MessageTemplate(
+                    "insufficient storage: the disk holding %1$@ filled up while storing %2$@; nothing was cached — free some space or delete cached books, then try again",
+                    .verbatim(path), .verbatim($0.description))
+            }
+                ?? MessageTemplate(
+                    "insufficient storage: the disk holding %1$@ filled up; nothing was cached — free some space or delete cached books, then try again",
+                    .verbatim(path)))
         error.bookID = id?.description
         error.neededBytes = needed
         do {
@@ -224,7 +270,9 @@ public struct BookCacheError: Error, Sendable, CustomStringConvertible {
     static func fileCorrupted(_ id: BookID, reason: String, refusal: ValidationFailure.Kind = .damaged) -> BookCacheError {
         var error = BookCacheError(
             .fileCorrupted,
-            "\(id) is not a valid book: \(reason); it was not cached — check that the URL points at the EPUB or PDF itself")
+            MessageTemplate(
+                "%1$@ is not a valid book: %2$@; it was not cached — check that the URL points at the EPUB or PDF itself",
+                .verbatim(id.description), .refusal(refusal, reason)))
         error.bookID = id.description
         error.reason = reason
         error.refusal = refusal
@@ -234,7 +282,9 @@ public struct BookCacheError: Error, Sendable, CustomStringConvertible {
     static func checksumMismatch(_ id: BookID, expected: String, actual: String) -> BookCacheError {
         var error = BookCacheError(
             .checksumMismatch,
-            "checksum mismatch for \(id): expected sha256 \(expected), got \(actual); the file was not cached — check the expected checksum or the URL")
+            MessageTemplate(
+                "checksum mismatch for %1$@: expected sha256 %2$@, got %3$@; the file was not cached — check the expected checksum or the URL",
+                .verbatim(id.description), .verbatim(expected), .verbatim(actual)))
         error.bookID = id.description
         error.expectedChecksum = expected
         error.actualChecksum = actual
@@ -275,7 +325,7 @@ public struct BookCacheError: Error, Sendable, CustomStringConvertible {
     }
 
     static func notCached(_ id: BookID) -> BookCacheError {
-        var error = BookCacheError(.notCached, "\(id) is not cached; download it first")
+        var error = BookCacheError(.notCached, MessageTemplate("%1$@ is not cached; download it first", .verbatim(id.description)))
         error.remedy = .downloadFirst
         error.bookID = id.description
         return error
@@ -283,21 +333,26 @@ public struct BookCacheError: Error, Sendable, CustomStringConvertible {
 
     /// An error of a kind the cache does not classify, with its cause kept.
     static func unexpected(_ id: BookID, cause: any Error) -> BookCacheError {
-        var error = BookCacheError(.unexpected, "download of \(id) failed unexpectedly (\(cause)); try again, and report it if it persists")
+        var error = BookCacheError(
+            .unexpected,
+            MessageTemplate(
+                "download of %1$@ failed unexpectedly (%2$@); try again, and report it if it persists", .verbatim(id.description), .verbatim("\(cause)")))
         error.bookID = id.description
         error.underlying = cause
         return error
     }
 
     static func cancelled(_ id: BookID) -> BookCacheError {
-        var error = BookCacheError(.cancelled, "download of \(id) was cancelled; run it again to fetch the book")
+        var error = BookCacheError(
+            .cancelled, MessageTemplate("download of %1$@ was cancelled; run it again to fetch the book", .verbatim(id.description)))
         error.bookID = id.description
         return error
     }
 }
 
 extension BookCacheError: LocalizedError {
-    public var errorDescription: String? { message }
+    /// The message in the app's language (`Locale.current`); see ``BookCacheError/message(in:)``.
+    public var errorDescription: String? { message(in: .current) }
 }
 
 extension String {

@@ -1,3 +1,5 @@
+import Foundation
+
 /// Why a file is not a book the cache will keep.
 public struct ValidationFailure: Error, Sendable, Hashable, CustomStringConvertible {
     /// The kind of refusal, for code that reacts to it (an app that says "sign in again" for a
@@ -42,4 +44,26 @@ public struct ValidationFailure: Error, Sendable, Hashable, CustomStringConverti
     }
 
     public var description: String { reason }
+}
+
+extension ValidationFailure.Kind {
+    /// The kind's name for a person, in `locale`'s language (English, German or Simplified
+    /// Chinese): "an HTML page (a login or error page?), not a book" for ``htmlPage``.
+    public func localizedName(in locale: Locale) -> String {
+        let key: String
+        switch self {
+        case .htmlPage: key = "an HTML page (a login or error page?), not a book"
+        case .notABook: key = "neither an EPUB nor a PDF"
+        case .damaged: key = "the file is damaged or cut short"
+        case .damagedEntry: key = "a part of the book is damaged"
+        case .encrypted: key = "the book is encrypted (DRM)"
+        case .tooLarge: key = "the book is over a size limit"
+        case .missingPackageDocument: key = "the book's package document is missing"
+        case .invalidPackageDocument: key = "the book's package document is malformed"
+        case .unsafeEntryName: key = "the book has an unsafe file name inside"
+        case .strictRule: key = "the book breaks a packaging rule (strict validation)"
+        case .unreadable: key = "the file cannot be read"
+        }
+        return LocalizedText.format(key, locale, [])
+    }
 }
