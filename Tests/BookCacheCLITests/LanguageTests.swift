@@ -41,6 +41,48 @@ struct LanguageTests {
         }
     }
 
+    @Test("a refused download, its summary and a sync read naturally in German and Chinese; --json lines are the same in every language")
+    func refusedDownload() async throws {
+        try await withServerAndDirectory(directory: Fixtures.books) { server, dir in
+            let urls = ["\(server.baseURL)/alice.epub", "\(server.baseURL)/corrupt/error-page.epub"]
+            var outputs: [String: ProcessResult] = [:]
+            for language in ["C", "de_DE.UTF-8", "zh_CN.UTF-8"] {
+                let cache = dir.path("cache-\(language)").path
+                outputs[language] = try await bookcache(["download"] + urls + ["--cache-dir", cache], language: language)
+                #expect(outputs[language]?.status == 65, "a refused file is bad data in every language")
+            }
+            let german = try #require(outputs["de_DE.UTF-8"])
+            #expect(german.stderr.contains("Fehler: ebook-error-page-"), "\(german.stderr)")
+            #expect(german.stderr.contains("ist kein gültiges Buch: eine HTML-Seite (eine Anmelde- oder Fehlerseite?), kein Buch"), "\(german.stderr)")
+            #expect(german.stdout.contains("1 von 2 heruntergeladen, 1 fehlgeschlagen"), "\(german.stdout)")
+            #expect(german.stdout.contains("(epub, 1,6 KB)"), "\(german.stdout)")
+            let chinese = try #require(outputs["zh_CN.UTF-8"])
+            #expect(chinese.stderr.contains("错误：ebook-error-page-"), "\(chinese.stderr)")
+            #expect(chinese.stderr.contains("不是有效的书：一个 HTML 网页（登录页或错误页？），而不是书"), "\(chinese.stderr)")
+            #expect(chinese.stdout.contains("已下载 1/2，失败 1"), "\(chinese.stdout)")
+            let english = try #require(outputs["C"])
+            #expect(english.stderr.contains("error: ebook-error-page-") && english.stderr.contains("is not a valid book: the server sent an HTML page"))
+            #expect(english.stdout.contains("1 of 2 cached, 1 failed"))
+
+            // --json: the same lines (paths aside, which name each language's cache) in every language
+            var json: Set<String> = []
+            for language in ["C", "de_DE.UTF-8", "zh_CN.UTF-8"] {
+                let cache = dir.path("json-\(language)").path
+                let result = try await bookcache(["download"] + urls + ["--cache-dir", cache, "--json"], language: language)
+                // Lines come in the order books end: compared as a set
+                let lines = result.stdout.replacingOccurrences(of: cache, with: "CACHE").split(separator: "\n").sorted()
+                json.insert(lines.joined(separator: "\n"))
+            }
+            #expect(json.count == 1, "\(json)")
+            #expect(json.first?.contains("is not a valid book") == true, "JSON messages stay English")
+
+            // A sync's summary
+            server.setFile(Data("\(urls[0])\n".utf8), at: "shelf.txt")
+            let sync = try await bookcache(["sync", "\(server.baseURL)/shelf.txt", "--first", "1", "--cache-dir", dir.path("sync").path], language: "de_DE.UTF-8")
+            #expect(sync.stdout.contains("1 von 1 heruntergeladen (1 neu, 0 bereits vorhanden), 0 fehlgeschlagen, 0 entfernt"), "\(sync.stdout) \(sync.stderr)")
+        }
+    }
+
     @Test("the language comes from LC_ALL, else LC_MESSAGES, else LANG")
     func precedence() async throws {
         let dir = try TemporaryDirectory()

@@ -29,8 +29,12 @@ struct LocalizedMessageTests {
             let zh = error.message(in: Self.chinese)
             #expect(zh.hasPrefix("ebook-page 不是有效的书：一个 HTML 网页（登录页或错误页？），而不是书"), "\(zh)")
             #expect(zh.contains("未下载"), "\(zh)")
-            // The detail (what the validator saw) is kept, untranslated, after the kind
-            #expect(de.contains(error.reason ?? "?") && zh.contains(error.reason ?? "?"))
+            // The kind's name says all the English reason said: it is not repeated in English
+            #expect(!de.contains(error.reason ?? "?") && !zh.contains(error.reason ?? "?"), "\(de)\n\(zh)")
+            // A reason with a detail (an entry's name) keeps it, as the validator wrote it
+            let damaged = BookCacheError.fileCorrupted(
+                try BookID(type: .ebook, bookId: "x"), reason: "CRC error in OEBPS/ch1.xhtml", refusal: .damagedEntry)
+            #expect(damaged.message(in: Self.german).contains("ein Teil des Buchs ist beschädigt (CRC error in OEBPS/ch1.xhtml)"))
         }
     }
 

@@ -76,7 +76,7 @@ struct MessageTemplate: Sendable {
         /// Another template, said in the same language (a hint, a clause).
         case phrase(MessageTemplate)
         /// Why a file was refused: the detailed English reason in English, the kind's name in
-        /// another language, followed by the detail (entry names and offsets stay as they are).
+        /// another language, followed by the detail where it names entries, sizes or rules.
         case refusal(ValidationFailure.Kind, String)
     }
 
@@ -97,7 +97,14 @@ struct MessageTemplate: Sendable {
             case .phrase(let template): return template.text(locale)
             case .refusal(let kind, let reason):
                 guard LocalizedText.Language(locale) != .english else { return reason }
-                return LocalizedText.format("%1$@ (%2$@)", locale, [kind.localizedName(in: locale), reason])
+                switch kind {
+                case .htmlPage, .notABook, .encrypted, .unreadable:
+                    // The kind's name says all the English reason does.
+                    return kind.localizedName(in: locale)
+                default:
+                    // The detail names entries, sizes or rules: kept as the validator wrote it.
+                    return LocalizedText.format("%1$@ (%2$@)", locale, [kind.localizedName(in: locale), reason])
+                }
             }
         }
         return LocalizedText.format(key, locale, values)

@@ -69,11 +69,16 @@ public struct SyncReport: Sendable {
     public var isComplete: Bool { skipped || failed == 0 }
 
     /// "7 of 7 cached (3 new, 4 already cached), 2 entries skipped (no free EPUB or PDF), 0 failed, 1 removed".
-    public var summary: String {
-        var text = "\(inCache) of \(wanted) cached (\(inCache - alreadyCached) new, \(alreadyCached) already cached)"
+    public var summary: String { summary(in: MessageTemplate.english) }
+
+    /// ``summary`` in `locale`'s language (English, German or Simplified Chinese).
+    public func summary(in locale: Locale) -> String {
+        var text = LocalizedText.format(
+            "%1$@ of %2$@ cached (%3$@ new, %4$@ already cached)", locale, ["\(inCache)", "\(wanted)", "\(inCache - alreadyCached)", "\(alreadyCached)"])
         if !skippedEntries.isEmpty {
-            text += ", \(skippedEntries.count) \(skippedEntries.count == 1 ? "entry" : "entries") skipped (no free EPUB or PDF)"
+            let key = skippedEntries.count == 1 ? ", %@ entry skipped (no free EPUB or PDF)" : ", %@ entries skipped (no free EPUB or PDF)"
+            text += LocalizedText.format(key, locale, ["\(skippedEntries.count)"])
         }
-        return text + ", \(failed) failed, \(removed.count) removed"
+        return text + LocalizedText.format(", %1$@ failed, %2$@ removed", locale, ["\(failed)", "\(removed.count)"])
     }
 }

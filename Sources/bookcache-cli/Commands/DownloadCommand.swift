@@ -227,7 +227,7 @@ struct DownloadCommand: AsyncParsableCommand {
         switch item {
         case .invalid(let problem):
             return BatchOutcome(
-                id: nil, status: .failed, path: nil, error: problem.description, kind: "invalidArgument", exitStatus: ExitStatus.usage, attempts: 0,
+                id: nil, status: .failed, path: nil, error: problem.description, localizedError: problem.description, kind: "invalidArgument", exitStatus: ExitStatus.usage, attempts: 0,
                 bytes: 0)
         case .request(let request, _):
             let attempts = AttemptCounter()
@@ -244,7 +244,8 @@ struct DownloadCommand: AsyncParsableCommand {
             } catch {
                 let attemptsMade = (error.underlying as? DownloadError)?.attempts ?? attempts.value
                 return BatchOutcome(
-                    id: request.id.description, status: error.kind == .cancelled ? .interrupted : .failed, path: nil, error: cliMessage(error),
+                    id: request.id.description, status: error.kind == .cancelled ? .interrupted : .failed, path: nil, error: cliMessage(error, in: Localized.machineLocale),
+                    localizedError: cliMessage(error),
                     kind: error.kind.description, exitStatus: ExitStatus.of(error), refusal: error.refusal?.rawValue,
                     neededBytes: error.neededBytes, availableBytes: error.availableBytes, attempts: attemptsMade, bytes: 0, evicted: error.evicted)
             }

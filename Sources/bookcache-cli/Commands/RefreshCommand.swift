@@ -52,13 +52,14 @@ struct RefreshCommand: AsyncParsableCommand {
         for (id, result) in results {
             switch result {
             case .success(let download):
-                Terminal.write("refreshed \(id) (\(ByteFormat.string(download.metadata.fileSize)))")
+                Terminal.write(Localized.text("refreshed %1$@ (%2$@)", id.description, Localized.size(download.metadata.fileSize)))
             case .failure(let error):
-                Terminal.writeError("error: \(cliMessage(error))")
+                Terminal.writeError(Localized.error(cliMessage(error)))
                 failures += 1
             }
         }
-        Terminal.write("\(results.count - failures) of \(results.count) refreshed, \(failures) failed")
+        Terminal.write(
+            Localized.text("%1$lld of %2$lld refreshed, %3$lld failed", Int64(results.count - failures), Int64(results.count), Int64(failures)))
         if failures > 0 { throw ExitCode.failure }
     }
 }

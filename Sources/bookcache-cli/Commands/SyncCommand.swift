@@ -174,7 +174,7 @@ struct SyncCommand: AsyncParsableCommand {
                 "skippedEntries": report.skippedEntries.map { ["title": $0.title ?? NSNull(), "reason": $0.reason] as [String: Any] },
                 "items": report.items.map {
                     [
-                        "id": $0.id ?? NSNull(), "status": $0.status.rawValue, "error": $0.failure.map(cliMessage) ?? NSNull(),
+                        "id": $0.id ?? NSNull(), "status": $0.status.rawValue, "error": $0.failure.map { cliMessage($0, in: Localized.machineLocale) } ?? NSNull(),
                         "kind": $0.failure?.kind.description ?? NSNull(),
                         "evicted": $0.evicted.map(\.metadata.id), "warnings": $0.warnings,
                     ] as [String: Any]
@@ -185,17 +185,17 @@ struct SyncCommand: AsyncParsableCommand {
             for item in report.items {
                 for book in item.evicted { Terminal.writeError(book.line) }
                 switch item.status {
-                case .failed: Terminal.writeError("error: \(item.failure.map(cliMessage) ?? "failed")")
+                case .failed: Terminal.writeError(Localized.error(item.failure.map { cliMessage($0) } ?? "failed"))
                 case .cached:
-                    Terminal.write("cached \(item.id ?? "?")")
-                    for warning in item.warnings { Terminal.writeError("warning: \(item.id ?? "?"): \(warning)") }
+                    Terminal.write(Localized.text("cached %@", item.id ?? "?"))
+                    for warning in item.warnings { Terminal.writeError(Localized.warning("\(item.id ?? "?"): \(warning)")) }
                 case .alreadyCached: break
                 }
             }
-            for id in report.removed { Terminal.write("removed \(id)") }
-            if let section = report.section { Terminal.write("section: \(section)") }
+            for id in report.removed { Terminal.write(Localized.text("removed %@", id.description)) }
+            if let section = report.section { Terminal.write(Localized.text("section: %@", section)) }
             for entry in report.skippedEntries { Terminal.write("skipped \(entry.title.map { "'\($0)'" } ?? "an entry"): \(entry.reason)") }
-            Terminal.write(report.summary)
+            Terminal.write(report.summary(in: Localized.locale))
         }
         // Failed books: the status they share (all offline: 69), else 1 — as a download batch.
         if !report.isComplete {

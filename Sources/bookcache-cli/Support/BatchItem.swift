@@ -20,7 +20,10 @@ struct BatchOutcome: Sendable {
     var id: String?
     var status: Status
     var path: String?
+    /// The error in English, for `--json`.
     var error: String?
+    /// The error in the reader's language, for the lines a person reads.
+    var localizedError: String?
     /// The kind of the error (``BookCacheError/Kind``), for scripts.
     var kind: String?
     /// The exit status the error stands for (``ExitStatus``).

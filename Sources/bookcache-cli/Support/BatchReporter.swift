@@ -96,8 +96,8 @@ final class BatchReporter: Sendable {
             Terminal.write(Self.json(outcome))
         case .quiet:
             switch outcome.status {
-            case .failed: Terminal.writeError("error: \(outcome.error ?? "failed")")
-            case .interrupted: Terminal.writeError("interrupted \(outcome.id ?? "?"); its partial download is kept and resumes on the next run")
+            case .failed: Terminal.writeError(Localized.error(outcome.localizedError ?? outcome.error ?? "failed"))
+            case .interrupted: Terminal.writeError(Localized.text("interrupted %@; its partial download is kept and resumes on the next run", outcome.id ?? "?"))
             case .cached, .alreadyCached: break
             }
         case .lines, .live:
@@ -106,14 +106,17 @@ final class BatchReporter: Sendable {
                 for book in outcome.evicted { Terminal.writeError(book.line) }
                 switch outcome.status {
                 case .cached:
-                    Terminal.write("cached \(outcome.id ?? "?") (\(outcome.format ?? "?"), \(ByteFormat.string(outcome.bytes))): \(outcome.path ?? "")")
-                    for warning in outcome.warnings { Terminal.writeError("warning: \(outcome.id ?? "?"): \(warning)") }
+                    Terminal.write(
+                        Localized.text(
+                            "cached %1$@ (%2$@, %3$@): %4$@", outcome.id ?? "?", outcome.format ?? "?", Localized.size(outcome.bytes), outcome.path ?? ""))
+                    for warning in outcome.warnings { Terminal.writeError(Localized.warning("\(outcome.id ?? "?"): \(warning)")) }
                 case .alreadyCached:
-                    Terminal.write("\(outcome.id ?? "?") is already cached (\(ByteFormat.string(outcome.bytes))): \(outcome.path ?? "")")
+                    Terminal.write(
+                        Localized.text("%1$@ is already cached (%2$@): %3$@", outcome.id ?? "?", Localized.size(outcome.bytes), outcome.path ?? ""))
                 case .failed:
-                    Terminal.writeError("error: \(outcome.error ?? "failed")")
+                    Terminal.writeError(Localized.error(outcome.localizedError ?? outcome.error ?? "failed"))
                 case .interrupted:
-                    Terminal.writeError("interrupted \(outcome.id ?? "?"); its partial download is kept and resumes on the next run")
+                    Terminal.writeError(Localized.text("interrupted %@; its partial download is kept and resumes on the next run", outcome.id ?? "?"))
                 }
                 draw(&drawn, force: true)
             }
@@ -124,7 +127,7 @@ final class BatchReporter: Sendable {
         if mode == .quiet { return }
         screen.withLock { drawn in
             clear(&drawn)
-            Terminal.writeError("warning: \(text)")
+            Terminal.writeError(Localized.warning(text))
             draw(&drawn, force: true)
         }
     }
@@ -144,11 +147,11 @@ final class BatchReporter: Sendable {
         let snapshot = state.withLock { $0 }
         let good = snapshot.cached + snapshot.alreadyCached
         let unfinished = total - snapshot.finished
-        var line = "\(good) of \(total) cached, \(snapshot.failed) failed"
-        if snapshot.alreadyCached > 0 { line += " (\(snapshot.alreadyCached) already cached)" }
-        if snapshot.interrupted > 0 { line += ", \(snapshot.interrupted) interrupted" }
-        if unfinished > 0 { line += ", \(unfinished) not done" }
-        if interrupted { line += "; interrupted — partial downloads are kept and resume on the next run" }
+        var line = Localized.text("%1$lld of %2$lld cached, %3$lld failed", Int64(good), Int64(total), Int64(snapshot.failed))
+        if snapshot.alreadyCached > 0 { line += Localized.text(" (%lld already cached)", Int64(snapshot.alreadyCached)) }
+        if snapshot.interrupted > 0 { line += Localized.text(", %lld interrupted", Int64(snapshot.interrupted)) }
+        if unfinished > 0 { line += Localized.text(", %lld not done", Int64(unfinished)) }
+        if interrupted { line += Localized.text("; interrupted — partial downloads are kept and resume on the next run") }
         switch mode {
         case .json:
             let summary: [String: Any] = [

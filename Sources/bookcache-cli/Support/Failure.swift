@@ -1,9 +1,10 @@
 import ArgumentParser
 import BookCache
+import Foundation
 
 /// Turns a library error into one line on stderr and the exit status of its kind (``ExitStatus``).
 func fail(_ error: BookCacheError) -> ExitCode {
-    Terminal.writeError("error: \(cliMessage(error))")
+    Terminal.writeError(Localized.error(cliMessage(error)))
     return ExitCode(ExitStatus.of(error))
 }
 
@@ -16,10 +17,12 @@ func parseID(_ string: String) throws -> BookID {
     }
 }
 
-/// The command line's wording of what to do about an error: the library's message, followed by
-/// the option or command that does it (the library names no command-line options).
-func cliMessage(_ error: BookCacheError) -> String {
-    guard let remedy = error.remedy else { return error.message }
+/// The command line's wording of what to do about an error: the library's message (in the
+/// reader's language, or in English for `--json`), followed by the option or command that does it
+/// (the library names no command-line options).
+func cliMessage(_ error: BookCacheError, in locale: Locale = Localized.locale) -> String {
+    let message = error.message(in: locale)
+    guard let remedy = error.remedy else { return message }
     let hint: String
     switch remedy {
     case .downloadFirst:
@@ -33,5 +36,5 @@ func cliMessage(_ error: BookCacheError) -> String {
     case .chooseSection: hint = "--section TITLE"
     case .upgrade: hint = "install a newer bookcache"
     }
-    return "\(error.message) (\(hint))"
+    return "\(message) (\(hint))"
 }

@@ -49,8 +49,17 @@ enum Localized {
         text(count == 1 ? "books.one %lld %@" : "books.other %lld %@", Int64(count), size)
     }
 
-    /// The locale numbers are written for.
-    static var locale: Locale { Locale(identifier: language == "de" ? "de_DE" : language == "zh-Hans" ? "zh_CN" : "en_US_POSIX") }
+    /// The locale numbers and the library's messages are written for.
+    static let locale = Locale(identifier: language == "de" ? "de_DE" : language == "zh-Hans" ? "zh_CN" : "en_US_POSIX")
+
+    /// The locale of machine output (`--json`): English, whatever the environment says.
+    static let machineLocale = Locale(identifier: "en_US_POSIX")
+
+    /// "error: TEXT" in the reader's language.
+    static func error(_ text: String) -> String { Localized.text("error: %@", text) }
+
+    /// "warning: TEXT" in the reader's language.
+    static func warning(_ text: String) -> String { Localized.text("warning: %@", text) }
 
     /// A size as `ByteFormat` writes it, with the language's decimal separator (`1,2 MB` in German).
     static func size(_ bytes: Int64) -> String {
