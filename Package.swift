@@ -81,7 +81,9 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
-            ]
+            ],
+            // The web page's text in English, German and Chinese.
+            resources: [.process("Resources")]
         ),
         .executableTarget(
             name: "bookcache-cli",

@@ -53,7 +53,11 @@ for root in sorted(glob.glob(os.path.join(sources, "*", "Resources"))):
     used = set()
     call = re.compile(r'(?:MessageTemplate\(|LocalizedText\.format\(|Localized\.text\(|key = )\s*"((?:[^"\\]|\\.)*)"')
     for swift in glob.glob(os.path.join(os.path.dirname(root), "**", "*.swift"), recursive=True):
-        used.update(call.findall(open(swift, encoding="utf-8").read()))
+        text = open(swift, encoding="utf-8").read()
+        used.update(call.findall(text))
+        # The web page: {{key}} in its HTML, t("key") in its script
+        used.update(k for k in re.findall(r"\{\{([^{}]+)\}\}", text) if k not in ("lang", "strings"))
+        used.update(re.findall(r'\bt\("((?:[^"\\]|\\.)*)"', text))
     for key in sorted(used - set(english)):
         problems.append(f"{target}: the code uses '{key}', which is not in en.lproj")
     counts.append(f"{target}: {len(english)} ({len(used)} used by the code) in each of {', '.join(sorted(tables))}")

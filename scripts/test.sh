@@ -2,7 +2,8 @@
 # Sets up, builds, and runs every test (the CLI tests run the built bookcache binary).
 # Also installs Debian's calibre (the calibre-server integration test) and nginx with openssl (the
 # TLS and HTTP/2 test), and chromium (the web page of bookcache serve, driven in a real headless
-# browser; its screenshot is kept in .build/test-artifacts/) and tmux (the live display in a real
+# browser, in English, German and Chinese — with a Chinese font, fonts-wqy-zenhei; its screenshots
+# are kept in .build/test-artifacts/) and tmux (the live display in a real
 # terminal at 60 and 120 columns); when they cannot be installed, those
 # tests are skipped and say why.
 set -euo pipefail
@@ -27,6 +28,10 @@ fi
 if ! command -v chromium >/dev/null 2>&1; then
   echo "installing Debian's chromium for the web page test" >&2
   scripts/apt-install.sh chromium curl || echo "warning: chromium could not be installed; the web page test will be skipped" >&2
+fi
+if [ ! -e /usr/share/fonts/truetype/wqy/wqy-zenhei.ttc ]; then
+  echo "installing a Chinese font for the web page's screenshot in Chinese" >&2
+  scripts/apt-install.sh fonts-wqy-zenhei || echo "warning: no Chinese font; the Chinese screenshot will show boxes" >&2
 fi
 if ! command -v tmux >/dev/null 2>&1; then
   echo "installing tmux for the live display test" >&2

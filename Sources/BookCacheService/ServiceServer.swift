@@ -83,15 +83,18 @@ public struct ServiceServer: Sendable {
         let access = self.access
         let maxBody = options.maxBodyBytes
 
-        router.get("/") { _, _ in
-            Response(
+        router.get("/") { request, _ in
+            // In the browser's language; the answer varies with it.
+            let language = BookCacheLanguage(acceptLanguage: request.headers[.acceptLanguage])
+            return Response(
                 status: .ok,
                 headers: [
                     .contentType: "text/html; charset=utf-8", .cacheControl: "no-store",
+                    .contentLanguage: language.rawValue, .vary: "Accept-Language",
                     .contentSecurityPolicy: "default-src 'self'; style-src 'self' 'unsafe-inline'; script-src 'self' 'unsafe-inline'",
                     .init("X-Frame-Options")!: "DENY",
                 ],
-                body: ResponseBody(byteBuffer: ByteBuffer(string: WebPage.html)))
+                body: ResponseBody(byteBuffer: ByteBuffer(string: WebPage.html(language))))
         }
         router.get("/login") { request, _ in
             guard let code = request.uri.queryParameters.get("code"), let session = access.redeem(code) else {

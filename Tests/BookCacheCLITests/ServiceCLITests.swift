@@ -335,25 +335,54 @@ struct ServiceCLITests {
     static let chromiumInstalled = FileManager.default.isExecutableFile(atPath: "/usr/bin/chromium")
 
     @Test(
-        "the web page in a real headless Chromium: the login link opens it, a URL added through it shows progress and ends cached on the shelf",
-        .enabled(if: chromiumInstalled, "chromium is not installed; scripts/test.sh installs Debian's chromium"))
-    func webPage() async throws {
+        "the web page in a real headless Chromium: the login link opens it, a URL added through it shows progress and ends cached on the shelf — in English, German and Chinese",
+        .enabled(if: chromiumInstalled, "chromium is not installed; scripts/test.sh installs Debian's chromium"),
+        arguments: ["en", "de", "zh-CN"])
+    func webPage(language: String) async throws {
         try await withServerAndDirectory(directory: Fixtures.books) { server, dir in
             let service = try await Service.start(cache: dir.path("cache").path)
             defer { service.process.send(SIGKILL) }
             let artifacts = Fixtures.repositoryRoot.appendingPathComponent(".build/test-artifacts", isDirectory: true)
             try FileManager.default.createDirectory(at: artifacts, withIntermediateDirectories: true)
-            let screenshot = artifacts.appendingPathComponent("service-page.png")
+            let screenshot = artifacts.appendingPathComponent(language == "en" ? "service-page.png" : "service-page-\(language).png")
             try? FileManager.default.removeItem(at: screenshot)
             let script = Fixtures.repositoryRoot.appendingPathComponent("Tests/browser/page_check.py").path
-            let result = try await ProcessRunner.run(
-                at: URL(fileURLWithPath: "/usr/bin/python3"), [script, service.loginLink, "\(server.baseURL)/alice.epub", screenshot.path])
+            var arguments = [script, service.loginLink, "\(server.baseURL)/alice.epub", screenshot.path]
+            if language != "en" { arguments.append(language) }
+            let result = try await ProcessRunner.run(at: URL(fileURLWithPath: "/usr/bin/python3"), arguments)
             #expect(result.status == 0, "\(result.stdout)\n\(result.stderr)")
             #expect(result.stdout.contains("page ok"), "\(result.stdout)")
             #expect(FileManager.default.fileExists(atPath: screenshot.path), "the screenshot is kept in .build/test-artifacts")
             let shelf = try await service.http("GET", "/api/v1/books").json["books"] as? [[String: Any]] ?? []
             #expect(shelf.count == 1)
         }
+    }
+
+    @Test("the page follows Accept-Language, says so in Content-Language and Vary; the API does not change with it")
+    func pageLanguage() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let service = try await Service.start(cache: dir.path("cache").path)
+        defer { service.process.send(SIGKILL) }
+        let cases: [(header: String, lang: String, text: String)] = [
+            ("de-DE,de;q=0.9,en;q=0.8", "de", "Bücherregal"),
+            ("zh-CN,zh;q=0.9", "zh-Hans", "书架"),
+            ("zh-TW,fr;q=0.9", "en", "Shelf"),
+            ("fr-FR, de;q=0.5", "de", "Bücherregal"),
+            ("en;q=0.2, zh;q=0.8", "zh-Hans", "书架"),
+        ]
+        for item in cases {
+            let page = try await service.http("GET", "/", headers: ["Accept-Language: \(item.header)"])
+            #expect(page.status == 200)
+            #expect(page.body.contains("<html lang=\"\(item.lang)\">"), "\(item.header)")
+            #expect(page.body.contains("<h2>\(item.text)</h2>"), "\(item.header)")
+            #expect(page.headers["content-language"] == item.lang && page.headers["vary"] == "Accept-Language", "\(page.headers)")
+        }
+        let none = try await service.http("GET", "/")
+        #expect(none.body.contains("<html lang=\"en\">") && none.body.contains("<h2>Shelf</h2>"))
+        let english = try await service.http("GET", "/api/v1/jobs")
+        let german = try await service.http("GET", "/api/v1/jobs", headers: ["Accept-Language: de"])
+        #expect(english.body == german.body)
     }
 
     @Test("queue add, list and cancel talk to the running service; with none running they exit 69")

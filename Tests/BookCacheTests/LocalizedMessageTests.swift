@@ -65,4 +65,20 @@ struct LocalizedMessageTests {
             }
         }
     }
+
+    @Test("the language comes from a locale, the environment (LC_ALL > LC_MESSAGES > LANG) or Accept-Language")
+    func language() {
+        #expect(BookCacheLanguage(Locale(identifier: "de_AT")) == .german)
+        #expect(BookCacheLanguage(Locale(identifier: "zh-Hans_CN")) == .chinese)
+        #expect(BookCacheLanguage(Locale(identifier: "zh_TW")) == .english, "Traditional Chinese readers do not get Simplified")
+        #expect(BookCacheLanguage(Locale(identifier: "fr_FR")) == .english)
+        #expect(BookCacheLanguage(environment: ["LANG": "zh_CN.UTF-8"]) == .chinese)
+        #expect(BookCacheLanguage(environment: ["LANG": "zh_CN.UTF-8", "LC_MESSAGES": "de_DE.UTF-8"]) == .german)
+        #expect(BookCacheLanguage(environment: ["LANG": "de_DE.UTF-8", "LC_ALL": "C"]) == .english)
+        #expect(BookCacheLanguage(environment: ["LANG": "de_DE.UTF-8", "LC_ALL": ""]) == .german, "an empty variable is not set")
+        #expect(BookCacheLanguage(acceptLanguage: "fr-CH, fr;q=0.9, de;q=0.7, *;q=0.5") == .german)
+        #expect(BookCacheLanguage(acceptLanguage: "de;q=0, zh-CN") == .chinese, "q=0 means not acceptable")
+        #expect(BookCacheLanguage(acceptLanguage: nil) == .english)
+        #expect(BookCacheLanguage(acceptLanguage: ";;,") == .english)
+    }
 }

@@ -2,13 +2,16 @@
 """Drives the service's web page in a real headless Chromium over the DevTools protocol
 (standard library only: a minimal WebSocket client), as a user would:
 
-    python3 Tests/browser/page_check.py LOGIN_LINK BOOK_URL SCREENSHOT.png
+    python3 Tests/browser/page_check.py LOGIN_LINK BOOK_URL SCREENSHOT.png [LANGUAGE]
 
 1. opens the one-time login link (the page then holds a session cookie, never the token);
 2. checks the page loaded the shelf and follows events;
 3. types BOOK_URL into the form and submits it;
 4. waits for the job to show a progress bar or its state, then "cached", and the book on the shelf;
 5. saves a screenshot (a phone-sized window) and exits 0; on any failure prints why and exits 1.
+
+With LANGUAGE (`de` or `zh-CN`) the browser asks for that language (`--lang`, so its
+Accept-Language), and the page's text is checked in it.
 """
 import base64
 import json
@@ -21,6 +24,13 @@ import sys
 import tempfile
 
 login_link, book_url, screenshot = sys.argv[1], sys.argv[2], sys.argv[3]
+language = sys.argv[4] if len(sys.argv) > 4 else None
+# What the page says in each language: its lang attribute, the shelf's summary, a cached job.
+expected = {
+    None: ("en", r"[0-9]+ books?,", "cached"),
+    "de": ("de", r"[0-9]+ (Buch|Bücher),", "heruntergeladen"),
+    "zh-CN": ("zh-Hans", r"[0-9]+ 本书，", "已下载"),
+}[language]
 
 
 class WebSocket:
@@ -121,7 +131,7 @@ def until(condition, timeout_ms=60000):
 profile = tempfile.mkdtemp(prefix="bookcache-chromium-")
 browser = subprocess.Popen(
     ["chromium", "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--remote-debugging-port=0",
-     f"--user-data-dir={profile}", "--window-size=412,915", "about:blank"],
+     f"--user-data-dir={profile}", "--window-size=412,915"] + ([f"--lang={language}", f"--accept-lang={language}"] if language else []) + ["about:blank"],
     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 try:
     endpoint = None
@@ -153,7 +163,9 @@ try:
     page.call("Page.navigate", url=login_link)
     page.wait_event("Page.loadEventFired")
     # The login link redirects to the page, which loads the shelf and then follows events.
-    page.evaluate(until("document.querySelector('#usage') && /[0-9]+ books?,/.test(document.querySelector('#usage').textContent)"))
+    page.evaluate(until(f"document.querySelector('#usage') && /{expected[1]}/.test(document.querySelector('#usage').textContent)"))
+    if page.evaluate("document.documentElement.lang") != expected[0]:
+        raise RuntimeError(f"the page's language is {page.evaluate('document.documentElement.lang')}, not {expected[0]}")
     if page.evaluate("document.cookie.includes('bookcache_session')"):
         raise RuntimeError("the session cookie is readable by scripts; it must be HttpOnly")
     if "login" in page.evaluate("location.pathname"):
@@ -161,7 +173,7 @@ try:
     page.evaluate(f"""(() => {{ const input = document.getElementById('url'); input.value = {json.dumps(book_url)};
         document.getElementById('add').requestSubmit(); return true; }})()""")
     page.evaluate(until("document.querySelector('.job')"))
-    page.evaluate(until("[...document.querySelectorAll('.job')].some((job) => job.textContent.includes('cached'))"))
+    page.evaluate(until(f"[...document.querySelectorAll('.job')].some((job) => job.textContent.includes('{expected[2]}'))"))
     page.evaluate(until("document.querySelectorAll('.book').length >= 1"))
     shelf = page.evaluate("document.getElementById('books').textContent")
     shot = page.call("Page.captureScreenshot", format="png")

@@ -1,58 +1,99 @@
 import Foundation
 import Synchronization
 
-/// The library's text for people — error messages, status and refusal names — in English,
-/// German or Simplified Chinese, chosen by a `Locale`.
+/// A language BookCache speaks to people in: English, German or Simplified Chinese. The library,
+/// the command line and the service's web page choose it the same way, each from what it has: a
+/// `Locale`, the environment (`LC_ALL`, `LC_MESSAGES`, `LANG`) or a browser's `Accept-Language`.
 ///
-/// The strings are `Resources/LANG.lproj/Localizable.strings`, keyed by their English text (so a
-/// key is also the English wording, and an app whose build lost the resource bundle still reads
-/// English); `scripts/check-strings.py` fails CI when a key is missing from a language.
-enum LocalizedText {
-    /// The library's languages: a locale's language code picks one, anything else is English.
-    enum Language: String, Sendable, CaseIterable {
-        case english = "en"
-        case german = "de"
-        case chinese = "zh-Hans"
+/// Each target keeps its text in `Resources/LANG.lproj/Localizable.strings`, keyed by the English
+/// text (so a key is also the English wording, and a build that lost its resource bundle still
+/// reads English); `scripts/check-strings.py` fails CI when a key is missing from a language.
+public enum BookCacheLanguage: String, Sendable, CaseIterable {
+    /// English, also for every language BookCache does not speak.
+    case english = "en"
+    /// German.
+    case german = "de"
+    /// Simplified Chinese.
+    case chinese = "zh-Hans"
 
-        init(_ locale: Locale) {
-            switch locale.language.languageCode?.identifier {
-            case "de": self = .german
-            case "zh": self = .chinese
-            default: self = .english
-            }
+    /// The language of `locale`: its language code `de` or `zh` (Simplified: not `zh-Hant`,
+    /// `zh-TW`, `zh-HK`), else English.
+    public init(_ locale: Locale) {
+        self = Self.match(locale.identifier) ?? .english
+    }
+
+    /// The language of a process: `LC_ALL`, else `LC_MESSAGES`, else `LANG` (`de_DE.UTF-8` →
+    /// German, `zh_CN.UTF-8` → Chinese; `C`, `POSIX` and anything else → English).
+    public init(environment: [String: String]) {
+        let value = ["LC_ALL", "LC_MESSAGES", "LANG"].lazy.compactMap { environment[$0] }.first { !$0.isEmpty } ?? ""
+        self = Self.match(String(value.split(separator: ".").first ?? "")) ?? .english
+    }
+
+    /// The first language of a browser's `Accept-Language` (`de-DE,de;q=0.9,en;q=0.8`), by
+    /// weight, that BookCache speaks; English when none is.
+    public init(acceptLanguage header: String?) {
+        let ranges = (header ?? "").split(separator: ",").enumerated().compactMap { index, part -> (tag: String, weight: Double, index: Int)? in
+            let pieces = part.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces) }
+            guard let tag = pieces.first, !tag.isEmpty else { return nil }
+            let weight = pieces.dropFirst().first { $0.hasPrefix("q=") }.flatMap { Double($0.dropFirst(2)) } ?? 1
+            return (tag, weight, index)
+        }
+        let ordered = ranges.filter { $0.weight > 0 }.sorted { ($0.weight, -$0.index) > ($1.weight, -$1.index) }
+        self = ordered.lazy.compactMap { Self.match($0.tag) }.first ?? .english
+    }
+
+    private static func match(_ tag: String) -> BookCacheLanguage? {
+        let parts = tag.lowercased().split(whereSeparator: { $0 == "_" || $0 == "-" }).map(String.init)
+        switch parts.first {
+        case "en": return .english
+        case "de": return .german
+        case "zh":
+            let rest = Set(parts.dropFirst())
+            return rest.isDisjoint(with: ["hant", "tw", "hk", "mo"]) ? .chinese : nil
+        default: return nil
         }
     }
 
-    private static let tables = Mutex<[Language: [String: String]]>([:])
-
-    /// The table of `language`, read once from the resource bundle; empty when the bundle is not
-    /// there (the keys, which are the English text, are then shown).
-    static func table(_ language: Language) -> [String: String] {
-        if let table = tables.withLock({ $0[language] }) { return table }
-        let loaded = load(language)
-        tables.withLock { $0[language] = loaded }
-        return loaded
+    /// A locale for numbers and the library's messages in this language.
+    public var locale: Locale {
+        switch self {
+        case .english: Locale(identifier: "en_US_POSIX")
+        case .german: Locale(identifier: "de_DE")
+        case .chinese: Locale(identifier: "zh_CN")
+        }
     }
 
-    private static func load(_ language: Language) -> [String: String] {
-        guard language != .english else { return [:] }
+    /// This language's strings in `bundle` (`LANG.lproj/Localizable.strings`); empty when the
+    /// bundle has none (the keys, which are the English text, are then shown).
+    public func strings(in bundle: Bundle) -> [String: String] {
         // SwiftPM lowercases the folder names it copies on Linux (zh-Hans.lproj → zh-hans.lproj).
-        let names = [language.rawValue, language.rawValue.lowercased()]
         guard
-            let path = names.lazy.compactMap({
-                Bundle.module.path(forResource: "Localizable", ofType: "strings", inDirectory: nil, forLocalization: $0)
+            let path = [rawValue, rawValue.lowercased()].lazy.compactMap({
+                bundle.path(forResource: "Localizable", ofType: "strings", inDirectory: nil, forLocalization: $0)
             }).first,
             let data = FileManager.default.contents(atPath: path),
             let strings = try? PropertyListSerialization.propertyList(from: data, format: nil) as? [String: String]
         else { return [:] }
         return strings
     }
+}
+
+/// The library's own text for people: error messages, status and refusal names.
+enum LocalizedText {
+    private static let tables = Mutex<[BookCacheLanguage: [String: String]]>([:])
+
+    /// The library's table for `language`, read once.
+    static func table(_ language: BookCacheLanguage) -> [String: String] {
+        if let table = tables.withLock({ $0[language] }) { return table }
+        let loaded = language.strings(in: .module)
+        tables.withLock { $0[language] = loaded }
+        return loaded
+    }
 
     /// `key` (English text with `%1$@`-style placeholders) in `locale`'s language, with
     /// `arguments` put in.
     static func format(_ key: String, _ locale: Locale, _ arguments: [String]) -> String {
-        let language = Language(locale)
-        let format = table(language)[key] ?? key
+        let format = table(BookCacheLanguage(locale))[key] ?? key
         guard !arguments.isEmpty else { return format }
         return String(format: format, locale: nil, arguments: arguments.map { $0 as NSString })
     }
@@ -60,7 +101,7 @@ enum LocalizedText {
     /// A size as ``ByteFormat`` writes it, with the language's decimal separator (`1,2 MB` in German).
     static func size(_ bytes: Int64, _ locale: Locale) -> String {
         let text = ByteFormat.string(bytes)
-        return Language(locale) == .german ? text.replacingOccurrences(of: ".", with: ",") : text
+        return BookCacheLanguage(locale) == .german ? text.replacingOccurrences(of: ".", with: ",") : text
     }
 }
 
@@ -96,7 +137,7 @@ struct MessageTemplate: Sendable {
             case .size(let bytes): return LocalizedText.size(bytes, locale)
             case .phrase(let template): return template.text(locale)
             case .refusal(let kind, let reason):
-                guard LocalizedText.Language(locale) != .english else { return reason }
+                guard BookCacheLanguage(locale) != .english else { return reason }
                 switch kind {
                 case .htmlPage, .notABook, .encrypted, .unreadable:
                     // The kind's name says all the English reason does.

@@ -10,33 +10,11 @@ import Foundation
 /// `scripts/check-strings.py` fails CI when a key is missing from a language. A binary copied
 /// without its resource bundle speaks English.
 enum Localized {
-    /// The language chosen from the environment: `en`, `de` or `zh-Hans`.
-    static let language: String = language(from: ProcessInfo.processInfo.environment)
+    /// The language chosen from the environment.
+    static let language = BookCacheLanguage(environment: ProcessInfo.processInfo.environment)
 
-    static func language(from environment: [String: String]) -> String {
-        let value = ["LC_ALL", "LC_MESSAGES", "LANG"].lazy.compactMap { environment[$0] }.first { !$0.isEmpty } ?? ""
-        let code = value.split(separator: ".").first.map(String.init)?.lowercased() ?? ""
-        if code.hasPrefix("de") { return "de" }
-        if code.hasPrefix("zh") { return "zh-Hans" }
-        return "en"
-    }
-
-    private static let table: [String: String] = language == "en" ? [:] : strings(for: language)
-    private static let english: [String: String] = strings(for: "en")
-
-    /// A language's table; empty when the resource bundle is not beside the binary (then keys,
-    /// which are the English text, are shown).
-    private static func strings(for language: String) -> [String: String] {
-        // SwiftPM lowercases folder names it copies (zh-Hans.lproj becomes zh-hans.lproj on Linux).
-        let found = [language, language.lowercased()].compactMap { name -> String? in
-            Bundle.module.path(forResource: "Localizable", ofType: "strings", inDirectory: nil, forLocalization: name)
-        }.first
-        guard let path = found,
-            let data = FileManager.default.contents(atPath: path),
-            let strings = (try? PropertyListSerialization.propertyList(from: data, format: nil)) as? [String: String]
-        else { return [:] }
-        return strings
-    }
+    private static let table: [String: String] = language.strings(in: .module)
+    private static let english: [String: String] = language == .english ? table : BookCacheLanguage.english.strings(in: .module)
 
     /// The text for `key`, with `arguments` put into its `%@`/`%lld` placeholders.
     static func text(_ key: String, _ arguments: any CVarArg...) -> String {
@@ -50,7 +28,7 @@ enum Localized {
     }
 
     /// The locale numbers and the library's messages are written for.
-    static let locale = Locale(identifier: language == "de" ? "de_DE" : language == "zh-Hans" ? "zh_CN" : "en_US_POSIX")
+    static let locale = language.locale
 
     /// The locale of machine output (`--json`): English, whatever the environment says.
     static let machineLocale = Locale(identifier: "en_US_POSIX")
@@ -64,6 +42,6 @@ enum Localized {
     /// A size as `ByteFormat` writes it, with the language's decimal separator (`1,2 MB` in German).
     static func size(_ bytes: Int64) -> String {
         let text = ByteFormat.string(bytes)
-        return language == "de" ? text.replacingOccurrences(of: ".", with: ",") : text
+        return language == .german ? text.replacingOccurrences(of: ".", with: ",") : text
     }
 }
