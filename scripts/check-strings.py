@@ -33,6 +33,8 @@ for root in sorted(glob.glob(os.path.join(sources, "*", "Resources"))):
             match = entry.match(line)
             if not match:
                 sys.exit(f"error: {path}:{number} is not a \"key\" = \"value\"; line")
+            if match.group(1) in keys:
+                problems.append(f"{target} {language}: '{match.group(1)}' is there twice (line {number})")
             keys[match.group(1)] = match.group(2)
         tables[language] = keys
     if not tables:

@@ -12,7 +12,7 @@ import CBookCacheShims
 struct BookCacheCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bookcache",
-        abstract: "Download EPUB and PDF books into a local cache and keep them readable offline.",
+        abstract: Localized.text("Download EPUB and PDF books into a local cache and keep them readable offline."),
         discussion: """
             The cache lives in --cache-dir, else $BOOKCACHE_DIR, else $XDG_CACHE_HOME/BookCache, \
             else ~/.cache/BookCache. Book ids are written TYPE-ID, such as ebook-123 or magazine-2024-05.

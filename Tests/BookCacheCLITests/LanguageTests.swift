@@ -83,6 +83,27 @@ struct LanguageTests {
         }
     }
 
+    @Test("--help abstracts and the short commands (pin, verify, delete, prune) speak the language too")
+    func otherCommands() async throws {
+        try await withServerAndDirectory(directory: Fixtures.books) { server, dir in
+            let cache = dir.path("cache").path
+            let help = try await bookcache(["--help"], language: "de_DE.UTF-8")
+            #expect(help.stdout.contains("EPUB- und PDF-Bücher in einen lokalen Cache laden"), "\(help.stdout)")
+            #expect(help.stdout.contains("Heruntergeladene Bücher auflisten."), "\(help.stdout)")
+            let chineseHelp = try await bookcache(["download", "--help"], language: "zh_CN.UTF-8")
+            #expect(chineseHelp.stdout.contains("将书下载到缓存"), "\(chineseHelp.stdout)")
+            _ = try await bookcache(["download", "\(server.baseURL)/alice.epub", "--id", "alice", "--cache-dir", cache], language: nil)
+            let pin = try await bookcache(["pin", "ebook-alice", "--cache-dir", cache], language: "de_DE.UTF-8")
+            #expect(pin.stdout == "angeheftet: ebook-alice\n", "\(pin.stdout)")
+            let verify = try await bookcache(["verify", "--cache-dir", cache], language: "zh_CN.UTF-8")
+            #expect(verify.stdout.contains("已检查 1 本书，0 个问题"), "\(verify.stdout)")
+            let missing = try await bookcache(["delete", "ebook-nobody", "--cache-dir", cache], language: "de_DE.UTF-8")
+            #expect(missing.stderr.contains("Fehler: ebook-nobody ist nicht heruntergeladen"), "\(missing.stderr)")
+            let english = try await bookcache(["verify", "--cache-dir", cache], language: nil)
+            #expect(english.stdout.contains("1 book checked, 0 problems"), "\(english.stdout)")
+        }
+    }
+
     @Test("the language comes from LC_ALL, else LC_MESSAGES, else LANG")
     func precedence() async throws {
         let dir = try TemporaryDirectory()

@@ -5,7 +5,7 @@ import Foundation
 struct CheckCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "check",
-        abstract: "Ask the server whether cached books changed (conditional requests).",
+        abstract: Localized.text("Ask the server whether cached books changed (conditional requests)."),
         discussion: """
             Sends If-None-Match with the stored ETag (else If-Modified-Since). 304 means fresh; a \
             different ETag, size or date means outdated, which 'list' then shows; an error leaves \
@@ -39,10 +39,11 @@ struct CheckCommand: AsyncParsableCommand {
             let array = results.map { ["id": $0.id, "state": $0.state.rawValue, "detail": $0.detail] }
             Terminal.write(String(decoding: try JSONSerialization.data(withJSONObject: array, options: [.sortedKeys, .withoutEscapingSlashes]), as: UTF8.self))
         } else {
-            for result in results { Terminal.write("\(result.state.rawValue): \(result.id) (\(result.detail))") }
+            for result in results { Terminal.write("\(Localized.text(result.state.rawValue)): \(result.id) (\(result.detail))") }
             let outdated = results.filter { $0.state == .outdated }.count
             let unknown = results.filter { $0.state == .unknown }.count
-            Terminal.write("\(results.count) checked, \(outdated) outdated, \(unknown) unknown")
+            Terminal.write(
+                Localized.text("%1$lld checked, %2$lld outdated, %3$lld unknown", Int64(results.count), Int64(outdated), Int64(unknown)))
         }
         if results.contains(where: { $0.state == .unknown }) { throw ExitCode.failure }
     }

@@ -4,7 +4,7 @@ import BookCache
 struct ConfigCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "config",
-        abstract: "Show or change the settings kept with the cache.",
+        abstract: Localized.text("Show or change the settings kept with the cache."),
         discussion: """
             Settings: max-size (the size budget, such as 2GiB or 1.5GB; least-recently-used books \
             are evicted to stay under it), keep (the most books kept), reserve (free space to \
@@ -19,7 +19,7 @@ struct ConfigCommand: AsyncParsableCommand {
     )
 
     struct Set: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(commandName: "set", abstract: "Set a setting: max-size, keep, reserve, proxy, noproxy, limit-rate, netrc or cacert.")
+        static let configuration = CommandConfiguration(commandName: "set", abstract: Localized.text("Set a setting: max-size, keep, reserve, strict, concurrency, retries, proxy, noproxy, limit-rate, netrc or cacert."))
         @OptionGroup var global: GlobalOptions
         @Argument(help: "max-size, keep, reserve, proxy, noproxy, limit-rate, netrc or cacert.") var key: String
         @Argument(help: "The value, such as 2GiB or 50.") var value: String
@@ -41,7 +41,7 @@ struct ConfigCommand: AsyncParsableCommand {
     }
 
     struct Get: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(commandName: "get", abstract: "Print a setting; exit 1 when it is not set.")
+        static let configuration = CommandConfiguration(commandName: "get", abstract: Localized.text("Print a setting; exit 1 when it is not set."))
         @OptionGroup var global: GlobalOptions
         @Argument(help: "max-size, keep, reserve, proxy, noproxy, limit-rate, netrc or cacert.") var key: String
 
@@ -64,7 +64,7 @@ struct ConfigCommand: AsyncParsableCommand {
     }
 
     struct List: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(commandName: "list", abstract: "Print every setting.")
+        static let configuration = CommandConfiguration(commandName: "list", abstract: Localized.text("Print every setting."))
         @OptionGroup var global: GlobalOptions
 
         func run() async throws {
@@ -81,7 +81,7 @@ struct ConfigCommand: AsyncParsableCommand {
     }
 
     struct Unset: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(commandName: "unset", abstract: "Remove a setting, back to its default.")
+        static let configuration = CommandConfiguration(commandName: "unset", abstract: Localized.text("Remove a setting, back to its default."))
         @OptionGroup var global: GlobalOptions
         @Argument(help: "max-size, keep, reserve, proxy, noproxy, limit-rate, netrc or cacert.") var key: String
 

@@ -4,7 +4,7 @@ import BookCache
 struct DeleteCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "delete",
-        abstract: "Delete cached books.",
+        abstract: Localized.text("Delete cached books."),
         discussion: "Every id is checked before anything is deleted. Exits with status 1 if any book was not cached."
     )
 
@@ -19,9 +19,9 @@ struct DeleteCommand: AsyncParsableCommand {
         for id in bookIDs {
             do {
                 if try await manager.delete(id) {
-                    Terminal.write("deleted \(id)")
+                    Terminal.write(Localized.text("deleted %@", id.description))
                 } else {
-                    Terminal.writeError("error: \(id) is not cached")
+                    Terminal.writeError(Localized.error(Localized.text("%@ is not cached", id.description)))
                     missing += 1
                 }
             } catch {

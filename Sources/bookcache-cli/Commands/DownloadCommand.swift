@@ -12,7 +12,7 @@ import Synchronization
 struct DownloadCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "download",
-        abstract: "Download books into the cache: one URL, several, or a manifest.",
+        abstract: Localized.text("Download books into the cache: one URL, several, or a manifest."),
         discussion: """
             Each file is streamed to a working folder while it is hashed, validated (EPUB with \
             libzip, PDF structure, --sha256), and only then moved into the cache. Books already \

@@ -6,7 +6,7 @@ import Foundation
 struct ListCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "list",
-        abstract: "List cached books.",
+        abstract: Localized.text("List cached books."),
         discussion: "--json prints an array of records (ISO-8601 dates); credentials in URLs are redacted."
     )
 

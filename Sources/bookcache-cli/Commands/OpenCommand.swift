@@ -5,7 +5,7 @@ import Foundation
 struct OpenCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "open",
-        abstract: "Print the path of a book to read: from the cache, or downloaded first.",
+        abstract: Localized.text("Print the path of a book to read: from the cache, or downloaded first."),
         discussion: """
             'open ID' prints a cached book's path (exit 1 if not cached) without any network request. \
             'open URL' does the same when the book is cached, and otherwise downloads it at high \

@@ -5,7 +5,7 @@ import Foundation
 struct PathCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "path",
-        abstract: "Print the absolute path of a cached book, and record the access.",
+        abstract: Localized.text("Print the absolute path of a cached book, and record the access."),
         discussion: "Exits with status 1 when the book is not cached."
     )
 
@@ -23,7 +23,7 @@ struct PathCommand: AsyncParsableCommand {
         let manager = try global.makeManager()
         do {
             guard let url = try await manager.cachedFile(for: bookID) else {
-                Terminal.writeError("error: \(bookID) is not cached")
+                Terminal.writeError(Localized.error(Localized.text("%@ is not cached", bookID.description)))
                 throw ExitCode.failure
             }
             Terminal.write(url.path)

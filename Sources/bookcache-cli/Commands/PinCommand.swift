@@ -3,7 +3,7 @@ import BookCache
 
 struct PinCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "pin", abstract: "Pin books so they are never evicted automatically.")
+        commandName: "pin", abstract: Localized.text("Pin books so they are never evicted automatically."))
 
     @OptionGroup var global: GlobalOptions
     @OptionGroup var books: BookIDArguments
@@ -15,7 +15,7 @@ struct PinCommand: AsyncParsableCommand {
 
 struct UnpinCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "unpin", abstract: "Unpin books, so the budget may evict them again.")
+        commandName: "unpin", abstract: Localized.text("Unpin books, so the budget may evict them again."))
 
     @OptionGroup var global: GlobalOptions
     @OptionGroup var books: BookIDArguments
@@ -31,9 +31,9 @@ private func setPinned(_ pinned: Bool, ids: [BookID], options: GlobalOptions) as
     for id in ids {
         do {
             if pinned { try await manager.pin(id) } else { try await manager.unpin(id) }
-            Terminal.write("\(pinned ? "pinned" : "unpinned") \(id)")
+            Terminal.write(Localized.text(pinned ? "pinned %@" : "unpinned %@", id.description))
         } catch where error.kind == .notCached {
-            Terminal.writeError("error: \(id) is not cached")
+            Terminal.writeError(Localized.error(Localized.text("%@ is not cached", id.description)))
             failures += 1
         } catch {
             throw fail(error)

@@ -5,7 +5,7 @@ import Foundation
 struct PruneCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "prune",
-        abstract: "Evict least-recently-used books until the cache is within its limits.",
+        abstract: Localized.text("Evict least-recently-used books until the cache is within its limits."),
         discussion: """
             Without options the limits are the cache's settings (bookcache config). Books are \
             removed oldest last access first; pinned books and books being downloaded are never \
@@ -65,12 +65,16 @@ struct PruneCommand: AsyncParsableCommand {
             Terminal.write(String(decoding: try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]), as: UTF8.self))
         } else {
             for book in result.removed {
-                Terminal.write("\(dryRun ? "would remove" : "removed") \(book.id) (\(ByteFormat.string(book.fileSize)))")
+                Terminal.write(Localized.text(dryRun ? "would remove %1$@ (%2$@)" : "removed %1$@ (%2$@)", book.id.description, Localized.size(book.fileSize)))
             }
-            let verb = dryRun ? "Would free" : "Freed"
-            Terminal.write("\(verb) \(ByteFormat.string(result.freedBytes)) from \(result.removed.count) book\(result.removed.count == 1 ? "" : "s").")
+            let one = result.removed.count == 1
+            let key =
+                dryRun
+                ? (one ? "Would free %1$@ from %2$lld book." : "Would free %1$@ from %2$lld books.")
+                : (one ? "Freed %1$@ from %2$lld book." : "Freed %1$@ from %2$lld books.")
+            Terminal.write(Localized.text(key, Localized.size(result.freedBytes), Int64(result.removed.count)))
             if !result.satisfied {
-                Terminal.writeError("warning: pinned or busy books keep the cache over its limits")
+                Terminal.writeError(Localized.warning(Localized.text("pinned or busy books keep the cache over its limits")))
             }
         }
     }

@@ -5,7 +5,7 @@ import Foundation
 struct QueueCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "queue",
-        abstract: "Add, list and cancel jobs of the running 'bookcache serve'.",
+        abstract: Localized.text("Add, list and cancel jobs of the running 'bookcache serve'."),
         discussion: "Talks to the service of the cache (its address is in CACHE/service.json); with none running, says so and exits 69.",
         subcommands: [QueueAddCommand.self, QueueListCommand.self, QueueCancelCommand.self]
     )
@@ -41,7 +41,7 @@ struct QueuedJob: Codable {
 struct QueueAddCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "add",
-        abstract: "Queue books: URLs, or a JSON Lines manifest (--from FILE, or - for stdin); returns once the service has them.",
+        abstract: Localized.text("Queue books: URLs, or a JSON Lines manifest (--from FILE, or - for stdin); returns once the service has them."),
         discussion: "Manifest lines are those of 'bookcache download --from', plus \"priority\": low, normal or high. One bad line refuses the whole batch (exit 65)."
     )
 
@@ -103,13 +103,13 @@ struct QueueAddCommand: AsyncParsableCommand {
             for job in accepted.jobs { Terminal.write(String(decoding: try encoder.encode(job), as: UTF8.self)) }
         } else {
             for job in accepted.jobs { Terminal.write(job.line) }
-            Terminal.write("\(accepted.jobs.count) job\(accepted.jobs.count == 1 ? "" : "s") queued")
+            Terminal.write(Localized.text(accepted.jobs.count == 1 ? "%lld job queued" : "%lld jobs queued", Int64(accepted.jobs.count)))
         }
     }
 }
 
 struct QueueListCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "list", abstract: "List the service's jobs, oldest first.")
+    static let configuration = CommandConfiguration(commandName: "list", abstract: Localized.text("List the service's jobs, oldest first."))
 
     @OptionGroup var global: GlobalOptions
 
@@ -134,7 +134,7 @@ struct QueueListCommand: AsyncParsableCommand {
 }
 
 struct QueueCancelCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "cancel", abstract: "Cancel jobs that have not ended (their partial files are kept).")
+    static let configuration = CommandConfiguration(commandName: "cancel", abstract: Localized.text("Cancel jobs that have not ended (their partial files are kept)."))
 
     @OptionGroup var global: GlobalOptions
 

@@ -5,7 +5,7 @@ import Foundation
 struct RefreshCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "refresh",
-        abstract: "Download cached books again; the old copy stays readable until the new one is valid.",
+        abstract: Localized.text("Download cached books again; the old copy stays readable until the new one is valid."),
         discussion: "With --outdated, only books a 'check' found outdated. Exit 1 if any refresh failed."
     )
 

@@ -5,7 +5,7 @@ import Foundation
 struct StatsCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "stats",
-        abstract: "Show how many books and bytes the cache holds, and the free space."
+        abstract: Localized.text("Show how many books and bytes the cache holds, and the free space.")
     )
 
     @OptionGroup var global: GlobalOptions

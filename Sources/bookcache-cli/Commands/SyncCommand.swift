@@ -5,7 +5,7 @@ import Foundation
 struct SyncCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "sync",
-        abstract: "Keep the first N books of a manifest or OPDS feed cached.",
+        abstract: Localized.text("Keep the first N books of a manifest or OPDS feed cached."),
         discussion: """
             SOURCE is a JSON Lines manifest (a file, - for stdin, or an http(s) URL; the same format \
             as 'download --from') or an OPDS catalog feed (OPDS 1.2 Atom or OPDS 2.0 JSON), detected \

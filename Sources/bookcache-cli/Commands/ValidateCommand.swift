@@ -5,7 +5,7 @@ import Foundation
 struct ValidateCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "validate",
-        abstract: "Check local files as the cache checks a download, without caching them.",
+        abstract: Localized.text("Check local files as the cache checks a download, without caching them."),
         discussion: """
             Prints one line per file: 'ok', 'ok, with warnings' and the warnings (rules no reader \
             needs, such as EPUB mimetype packaging), or 'refused' and why. With --strict, a \

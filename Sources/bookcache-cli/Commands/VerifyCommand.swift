@@ -5,7 +5,7 @@ import Foundation
 struct VerifyCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "verify",
-        abstract: "Check cached files against their checksums and formats; find strays.",
+        abstract: Localized.text("Check cached files against their checksums and formats; find strays."),
         discussion: """
             Re-hashes every file (or the ones named) against its recorded SHA-256 and re-runs EPUB \
             and PDF validation (never strictly: a book cached with a warning is not corrupt; --json \
@@ -60,7 +60,10 @@ struct VerifyCommand: AsyncParsableCommand {
                 if let repair = problem.repair { line += " — \(repair)" }
                 Terminal.write(line)
             }
-            Terminal.write("\(report.checked) book\(report.checked == 1 ? "" : "s") checked, \(report.problems.count) problem\(report.problems.count == 1 ? "" : "s")\(repair && !report.isClean ? " (repaired)" : "")")
+            Terminal.write(
+                Localized.text(report.checked == 1 ? "%lld book checked" : "%lld books checked", Int64(report.checked))
+                    + Localized.text(report.problems.count == 1 ? ", %lld problem" : ", %lld problems", Int64(report.problems.count))
+                    + (repair && !report.isClean ? Localized.text(" (repaired)") : ""))
         }
         if !report.isClean && !repair { throw ExitCode.failure }
     }
