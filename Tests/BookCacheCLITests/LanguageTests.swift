@@ -19,8 +19,10 @@ struct LanguageTests {
             let german = try await bookcache(["list", "--cache-dir", cache], language: "de_DE.UTF-8")
             #expect(german.stdout.contains("TITEL") && german.stdout.contains("heruntergeladen"), "\(german.stdout)")
             #expect(german.stdout.contains("1 Buch, 1,6 KB"), "decimal comma: \(german.stdout)")
+            #expect(german.stdout.range(of: #"[0-9]{2}\.[0-9]{2}\.[0-9]{4}, [0-9]{2}:[0-9]{2}"#, options: .regularExpression) != nil, "a German date: \(german.stdout)")
             let chinese = try await bookcache(["list", "--cache-dir", cache], language: "zh_CN.UTF-8")
             #expect(chinese.stdout.contains("书名") && chinese.stdout.contains("已下载") && chinese.stdout.contains("1 本书"), "\(chinese.stdout)")
+            #expect(chinese.stdout.range(of: #"[0-9]{4}/[0-9]{2}/[0-9]{2} [0-9]{2}:[0-9]{2}"#, options: .regularExpression) != nil, "a Chinese date: \(chinese.stdout)")
             let english = try await bookcache(["list", "--cache-dir", cache], language: nil)
             #expect(english.stdout.contains("TITLE") && english.stdout.contains("1 book, 1.6 KB"), "\(english.stdout)")
             // Machine output never changes with the language

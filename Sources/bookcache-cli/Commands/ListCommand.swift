@@ -68,9 +68,15 @@ struct ListCommand: AsyncParsableCommand {
             return
         }
         let dateFormatter = DateFormatter()
-        dateFormatter.locale = Locale(identifier: "en_US_POSIX")
-        dateFormatter.dateFormat = "yyyy-MM-dd HH:mm"
-        // Headings, types, statuses and sizes in the reader's language; ids, dates and titles as they are.
+        if Localized.language == .english {
+            dateFormatter.locale = Locale(identifier: "en_US_POSIX")
+            dateFormatter.dateFormat = "yyyy-MM-dd HH:mm"
+        } else {
+            // 24.11.2026, 07:08 in German, 2026/11/24 07:08 in Chinese.
+            dateFormatter.locale = Localized.locale
+            dateFormatter.setLocalizedDateFormatFromTemplate("yyyyMMddHHmm")
+        }
+        // Headings, types, statuses, sizes and dates in the reader's language; ids and titles as they are.
         let header = ["ID", "TYPE", "SIZE", "STATUS", "LAST ACCESS", "TITLE"].map { Localized.text($0) }
         var table = TableFormatter(header: header, rightAligned: [2])
         for book in books {
