@@ -294,7 +294,9 @@ public struct BookCacheError: Error, Sendable, CustomStringConvertible {
     static func cacheDirectoryUnusable(_ path: String, _ problem: String) -> BookCacheError {
         BookCacheError(
             .cacheDirectoryUnusable,
-            "cache directory \(path) is unusable: \(problem); choose another with --cache-dir or BOOKCACHE_DIR, or fix its permissions")
+            MessageTemplate(
+                "cache directory %1$@ is unusable: %2$@; choose another with --cache-dir or BOOKCACHE_DIR, or fix its permissions",
+                .verbatim(path), .verbatim(problem)))
     }
 
     static func indexUnusable(_ path: String, _ problem: String) -> BookCacheError {
@@ -302,13 +304,13 @@ public struct BookCacheError: Error, Sendable, CustomStringConvertible {
     }
 
     static func invalidIdentifier(_ value: String, reason: String) -> BookCacheError {
-        var error = BookCacheError(.invalidIdentifier, "invalid book id '\(value.debugEscaped)': \(reason)")
+        var error = BookCacheError(.invalidIdentifier, MessageTemplate("invalid book id '%1$@': %2$@", .verbatim(value.debugEscaped), .verbatim(reason)))
         error.reason = reason
         return error
     }
 
     static func invalidURL(_ value: String, reason: String) -> BookCacheError {
-        var error = BookCacheError(.invalidURL, "invalid URL '\(value.debugEscaped)': \(reason)")
+        var error = BookCacheError(.invalidURL, MessageTemplate("invalid URL '%1$@': %2$@", .verbatim(value.debugEscaped), .verbatim(reason)))
         error.reason = reason
         return error
     }
