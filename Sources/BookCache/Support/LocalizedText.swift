@@ -63,6 +63,12 @@ public enum BookCacheLanguage: String, Sendable, CaseIterable {
         }
     }
 
+    /// A size as `ByteFormat` writes it (`1.2 MB`), with this language's decimal separator (`1,2 MB` in German).
+    public func size(_ bytes: Int64) -> String {
+        let text = ByteFormat.string(bytes)
+        return self == .german ? text.replacingOccurrences(of: ".", with: ",") : text
+    }
+
     /// This language's strings in `bundle` (`LANG.lproj/Localizable.strings`); empty when the
     /// bundle has none (the keys, which are the English text, are then shown).
     public func strings(in bundle: Bundle) -> [String: String] {
@@ -98,10 +104,9 @@ enum LocalizedText {
         return String(format: format, locale: nil, arguments: arguments.map { $0 as NSString })
     }
 
-    /// A size as ``ByteFormat`` writes it, with the language's decimal separator (`1,2 MB` in German).
+    /// A size written for `locale`'s language.
     static func size(_ bytes: Int64, _ locale: Locale) -> String {
-        let text = ByteFormat.string(bytes)
-        return BookCacheLanguage(locale) == .german ? text.replacingOccurrences(of: ".", with: ",") : text
+        BookCacheLanguage(locale).size(bytes)
     }
 }
 

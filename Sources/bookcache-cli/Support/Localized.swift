@@ -41,7 +41,6 @@ enum Localized {
 
     /// A size as `ByteFormat` writes it, with the language's decimal separator (`1,2 MB` in German).
     static func size(_ bytes: Int64) -> String {
-        let text = ByteFormat.string(bytes)
-        return language == .german ? text.replacingOccurrences(of: ".", with: ",") : text
+        language.size(bytes)
     }
 }
