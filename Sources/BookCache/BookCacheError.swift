@@ -79,6 +79,8 @@ public struct BookCacheError: Error, Sendable, CustomStringConvertible {
     public let message: String
     /// The message as a template, when it can be said in other languages.
     private let template: MessageTemplate?
+    /// The locale of `localizedDescription`: the manager's configured one, for download errors.
+    var displayLocale: Locale?
     /// The book concerned, when there is one.
     public var bookID: String?
     /// The HTTP status, for a download the server refused.
@@ -353,8 +355,9 @@ public struct BookCacheError: Error, Sendable, CustomStringConvertible {
 }
 
 extension BookCacheError: LocalizedError {
-    /// The message in the app's language (`Locale.current`); see ``BookCacheError/message(in:)``.
-    public var errorDescription: String? { message(in: .current) }
+    /// The message in the language of ``BookCacheConfiguration/locale`` for download errors, else
+    /// in the app's (`Locale.current`); see ``BookCacheError/message(in:)``.
+    public var errorDescription: String? { message(in: displayLocale ?? .current) }
 }
 
 extension String {

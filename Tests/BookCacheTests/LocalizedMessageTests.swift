@@ -38,6 +38,25 @@ struct LocalizedMessageTests {
         }
     }
 
+    @Test("a configured locale is the language of a download error's localizedDescription, thrown and in the event")
+    func configuredLocale() async throws {
+        try await withServerAndDirectory(directory: Fixtures.books) { server, dir in
+            let manager = BookCacheManager(
+                configuration: BookCacheConfiguration(
+                    rootDirectory: dir.path("cache"), storageReserveBytes: 0, retryPolicy: .none, locale: Locale(identifier: "zh_CN")))
+            let events = manager.events()
+            let refused = try request(server, "corrupt/error-page.epub", id: "ebook-page")
+            let error = try await #require(throws: BookCacheError.self) { try await manager.download(refused) }
+            #expect(error.localizedDescription.hasPrefix("ebook-page 不是有效的书"), "\(error.localizedDescription)")
+            #expect(error.message.hasPrefix("ebook-page is not a valid book"), "message stays English")
+            for await event in events {
+                guard case .failed(_, let failure) = event else { continue }
+                #expect(failure.localizedDescription == error.localizedDescription)
+                break
+            }
+        }
+    }
+
     @Test("sizes in storage errors are written for the language: 1,5 MB in German")
     func storageSizes() {
         let error = BookCacheError.insufficientStorage(bookBytes: 1_500_000, reserve: 0, available: 200_000, path: "/books")

@@ -31,6 +31,11 @@ public struct BookCacheConfiguration: Sendable {
     public var retryPolicy: RetryPolicy
     /// Time and sleep for retry backoff; injectable so retry tests never sleep.
     public var downloadClock: any DownloadClock
+    /// The language of `localizedDescription` for the errors of downloads — thrown by
+    /// ``BookCacheManager/download(_:onEvent:)`` and carried by ``BookEvent/failed(_:_:)``:
+    /// English, German or Simplified Chinese. `nil` (the default) follows the app's
+    /// `Locale.current`. ``BookCacheError/message(in:)`` says any error in any locale.
+    public var locale: Locale?
 
     /// Creates a configuration.
     /// - Parameters:
@@ -46,6 +51,7 @@ public struct BookCacheConfiguration: Sendable {
     ///   - now: The clock; the system clock by default.
     ///   - retryPolicy: 3 retries with exponential backoff by default.
     ///   - downloadClock: The clock for backoff; the system clock by default.
+    ///   - locale: The language of download errors' `localizedDescription`; the app's by default.
     public init(
         rootDirectory: URL,
         maxConcurrentDownloads: Int = 4,
@@ -58,7 +64,8 @@ public struct BookCacheConfiguration: Sendable {
         validationLimits: ValidationLimits = ValidationLimits(),
         now: @escaping @Sendable () -> Date = { Date() },
         retryPolicy: RetryPolicy = RetryPolicy(),
-        downloadClock: any DownloadClock = SystemDownloadClock()
+        downloadClock: any DownloadClock = SystemDownloadClock(),
+        locale: Locale? = nil
     ) {
         self.rootDirectory = rootDirectory
         self.maxConcurrentDownloads = maxConcurrentDownloads
@@ -72,6 +79,7 @@ public struct BookCacheConfiguration: Sendable {
         self.now = now
         self.retryPolicy = retryPolicy
         self.downloadClock = downloadClock
+        self.locale = locale
     }
 
     /// The free space kept by default: 100 MB.

@@ -84,6 +84,7 @@ struct DownloadContext: Sendable {
         } catch {
             var failure = error
             failure.evicted = evictedForSpace
+            failure.displayLocale = configuration.locale
             events.yield(.failed(id, failure))
             throw failure
         }
