@@ -226,9 +226,7 @@ struct DownloadCommand: AsyncParsableCommand {
     private static func perform(_ item: BatchItem, manager: BookCacheManager, reporter: BatchReporter) async -> BatchOutcome {
         switch item {
         case .invalid(let problem):
-            return BatchOutcome(
-                id: nil, status: .failed, path: nil, error: problem.description, localizedError: problem.description, kind: "invalidArgument", exitStatus: ExitStatus.usage, attempts: 0,
-                bytes: 0)
+            return BatchOutcome(id: nil, status: .failed, path: nil, failure: .invalidLine(problem.description), attempts: 0, bytes: 0)
         case .request(let request, _):
             let attempts = AttemptCounter()
             do {
@@ -238,16 +236,14 @@ struct DownloadCommand: AsyncParsableCommand {
                 }
                 return BatchOutcome(
                     id: request.id.description, status: result.wasAlreadyCached ? .alreadyCached : .cached,
-                    path: result.fileURL.path, error: nil, attempts: attempts.value, bytes: result.metadata.fileSize,
+                    path: result.fileURL.path, failure: nil, attempts: attempts.value, bytes: result.metadata.fileSize,
                     format: result.metadata.format.rawValue, evicted: result.evicted,
                     warnings: result.wasAlreadyCached ? [] : result.metadata.warnings)
             } catch {
                 let attemptsMade = (error.underlying as? DownloadError)?.attempts ?? attempts.value
                 return BatchOutcome(
-                    id: request.id.description, status: error.kind == .cancelled ? .interrupted : .failed, path: nil, error: cliMessage(error, in: Localized.machineLocale),
-                    localizedError: cliMessage(error),
-                    kind: error.kind.description, exitStatus: ExitStatus.of(error), refusal: error.refusal?.rawValue,
-                    neededBytes: error.neededBytes, availableBytes: error.availableBytes, attempts: attemptsMade, bytes: 0, evicted: error.evicted)
+                    id: request.id.description, status: error.kind == .cancelled ? .interrupted : .failed, path: nil, failure: .error(error),
+                    attempts: attemptsMade, bytes: 0, evicted: error.evicted)
             }
         }
     }

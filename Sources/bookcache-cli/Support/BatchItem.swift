@@ -1,4 +1,5 @@
 import BookCache
+import Foundation
 
 /// One thing a `download` run was asked for: a valid request, or a manifest line that could not
 /// be used (which counts as failed).
@@ -20,19 +21,8 @@ struct BatchOutcome: Sendable {
     var id: String?
     var status: Status
     var path: String?
-    /// The error in English, for `--json`.
-    var error: String?
-    /// The error in the reader's language, for the lines a person reads.
-    var localizedError: String?
-    /// The kind of the error (``BookCacheError/Kind``), for scripts.
-    var kind: String?
-    /// The exit status the error stands for (``ExitStatus``).
-    var exitStatus: Int32?
-    /// For a refused file, the kind of refusal (`htmlPage`, `damagedEntry`, …).
-    var refusal: String?
-    /// For a storage error: the bytes needed and free, when known.
-    var neededBytes: Int64?
-    var availableBytes: Int64?
+    /// Why it failed or was interrupted.
+    var failure: BatchFailure?
     var attempts: Int
     var bytes: Int64
     var format: String?
@@ -40,4 +30,40 @@ struct BatchOutcome: Sendable {
     var evicted: [EvictedBook] = []
     /// Packaging rules the book breaks that no reader needs; said once, when it is cached.
     var warnings: [String] = []
+}
+
+/// Why an item failed: the library's error, or a manifest line that could not be used. Everything
+/// a batch says about a failure — its words, kind and exit status — comes from here.
+enum BatchFailure: Sendable {
+    case error(BookCacheError)
+    case invalidLine(String)
+
+    /// The message with the command line's hint, in `locale`'s language (English for `--json`).
+    func message(in locale: Locale) -> String {
+        switch self {
+        case .error(let error): cliMessage(error, in: locale)
+        case .invalidLine(let problem): problem
+        }
+    }
+
+    /// The kind (``BookCacheError/Kind``), for scripts.
+    var kind: String {
+        switch self {
+        case .error(let error): error.kind.description
+        case .invalidLine: BookCacheError.Kind.invalidArgument.description
+        }
+    }
+
+    /// The exit status it stands for (``ExitStatus``).
+    var exitStatus: Int32 {
+        switch self {
+        case .error(let error): ExitStatus.of(error)
+        case .invalidLine: ExitStatus.usage
+        }
+    }
+
+    /// The library's error, when there is one.
+    var error: BookCacheError? {
+        if case .error(let error) = self { error } else { nil }
+    }
 }

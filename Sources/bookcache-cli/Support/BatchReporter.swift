@@ -86,7 +86,7 @@ final class BatchReporter: Sendable {
             case .alreadyCached: state.alreadyCached += 1
             case .failed:
                 state.failed += 1
-                state.failureStatuses.append(outcome.exitStatus ?? ExitStatus.failure)
+                state.failureStatuses.append(outcome.failure?.exitStatus ?? ExitStatus.failure)
             case .interrupted: state.interrupted += 1
             }
             if outcome.status == .cached { state.bytes += outcome.bytes }
@@ -96,7 +96,7 @@ final class BatchReporter: Sendable {
             Terminal.write(Self.json(outcome))
         case .quiet:
             switch outcome.status {
-            case .failed: Terminal.writeError(Localized.error(outcome.localizedError ?? outcome.error ?? "failed"))
+            case .failed: Terminal.writeError(Localized.error(outcome.failure?.message(in: Localized.locale) ?? "failed"))
             case .interrupted: Terminal.writeError(Localized.text("interrupted %@; its partial download is kept and resumes on the next run", outcome.id ?? "?"))
             case .cached, .alreadyCached: break
             }
@@ -114,7 +114,7 @@ final class BatchReporter: Sendable {
                     Terminal.write(
                         Localized.text("%1$@ is already cached (%2$@): %3$@", outcome.id ?? "?", Localized.size(outcome.bytes), outcome.path ?? ""))
                 case .failed:
-                    Terminal.writeError(Localized.error(outcome.localizedError ?? outcome.error ?? "failed"))
+                    Terminal.writeError(Localized.error(outcome.failure?.message(in: Localized.locale) ?? "failed"))
                 case .interrupted:
                     Terminal.writeError(Localized.text("interrupted %@; its partial download is kept and resumes on the next run", outcome.id ?? "?"))
                 }
@@ -257,8 +257,9 @@ final class BatchReporter: Sendable {
     private static func json(_ outcome: BatchOutcome) -> String {
         let object: [String: Any] = [
             "id": outcome.id ?? NSNull(), "status": outcome.status.rawValue, "path": outcome.path ?? NSNull(),
-            "error": outcome.error ?? NSNull(), "kind": outcome.kind ?? NSNull(), "refusal": outcome.refusal ?? NSNull(),
-            "neededBytes": outcome.neededBytes ?? NSNull(), "availableBytes": outcome.availableBytes ?? NSNull(), "attempts": outcome.attempts, "bytes": outcome.bytes,
+            "error": outcome.failure?.message(in: Localized.machineLocale) ?? NSNull(), "kind": outcome.failure?.kind ?? NSNull(),
+            "refusal": outcome.failure?.error?.refusal?.rawValue ?? NSNull(), "neededBytes": outcome.failure?.error?.neededBytes ?? NSNull(),
+            "availableBytes": outcome.failure?.error?.availableBytes ?? NSNull(), "attempts": outcome.attempts, "bytes": outcome.bytes,
             "evicted": outcome.evicted.map { ["id": $0.metadata.id, "bytes": $0.metadata.fileSize, "reason": $0.reason.rawValue] as [String: Any] },
             "warnings": outcome.warnings,
         ]
