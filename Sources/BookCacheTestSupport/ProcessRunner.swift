@@ -266,9 +266,13 @@ public final class RunningProcess: @unchecked Sendable {
     private func startWaiting(timeLimit: Duration) {
         let pid = self.pid
         Thread {
+            // Wait for the end without reaping, then reap under the lock: ``send(_:)`` never
+            // signals a process id that has been reaped (and may belong to another process now).
+            var info = siginfo_t()
+            while waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) < 0 && errno == EINTR {}
+            self.state.lock()
             var status: Int32 = 0
             while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-            self.state.lock()
             // WIFEXITED / WEXITSTATUS / WTERMSIG, which Swift does not import (they are macros).
             let signal = status & 0x7f
             self.exitStatus = signal == 0 ? (status >> 8) & 0xff : 128 + signal
@@ -283,7 +287,6 @@ public final class RunningProcess: @unchecked Sendable {
                 if !self.state.wait(until: deadline) && self.exitStatus == nil {
                     self.killedForTime = true
                     kill(-pid, SIGKILL)
-                    kill(pid, SIGKILL)
                     break
                 }
             }
@@ -315,9 +318,11 @@ public final class RunningProcess: @unchecked Sendable {
         }
     }
 
-    /// Sends a signal, such as `SIGTERM`, to the child (not its group).
+    /// Sends a signal, such as `SIGTERM`, to the child (not its group); nothing once it has ended.
     public func send(_ signal: Int32) {
-        kill(pid, signal)
+        state.lock()
+        defer { state.unlock() }
+        if exitStatus == nil { kill(pid, signal) }
     }
 
     /// Waits for the child to exit and its output to end, and returns what it printed.
