@@ -43,6 +43,9 @@ for root in sorted(glob.glob(os.path.join(sources, "*", "Resources"))):
     if english is None:
         problems.append(f"{target}: no en.lproj/Localizable.strings")
         continue
+    for key, value in english.items():
+        if key != value:
+            problems.append(f"{target} en: '{key}' is not its own English text (keys are the English wording)")
     for language, keys in tables.items():
         for key in sorted(set(english) - set(keys)):
             problems.append(f"{target} {language}: missing '{key}'")

@@ -76,9 +76,13 @@ public struct BookCacheError: Error, Sendable, CustomStringConvertible {
     /// The whole message, in English: what happened and what to do next. For logs and machine
     /// output (it never changes with the language); ``message(in:)`` says it in a reader's
     /// language, and `localizedDescription` in the app's.
-    public let message: String
-    /// The message as a template, when it can be said in other languages.
-    private let template: MessageTemplate?
+    public var message: String { message(in: BookCacheLanguage.english.locale) }
+    /// What the message is made of: English text as it is, or a template other languages can say.
+    private let text: Text
+    private enum Text: Sendable {
+        case english(String)
+        case template(MessageTemplate)
+    }
     /// The locale of `localizedDescription`: the manager's configured one, for download errors.
     var displayLocale: Locale?
     /// The book concerned, when there is one.
@@ -106,14 +110,12 @@ public struct BookCacheError: Error, Sendable, CustomStringConvertible {
 
     init(_ kind: Kind, _ message: String) {
         self.kind = kind
-        self.message = message
-        self.template = nil
+        self.text = .english(message)
     }
 
     init(_ kind: Kind, _ template: MessageTemplate) {
         self.kind = kind
-        self.message = template.text(MessageTemplate.english)
-        self.template = template
+        self.text = .template(template)
     }
 
     /// The message in `locale`'s language: English, German (`de`) or Simplified Chinese (`zh`);
@@ -123,7 +125,10 @@ public struct BookCacheError: Error, Sendable, CustomStringConvertible {
     /// Text(error.message(in: Locale(identifier: "de_DE")))
     /// ```
     public func message(in locale: Locale) -> String {
-        template?.text(locale) ?? message
+        switch text {
+        case .english(let message): message
+        case .template(let template): template.text(locale)
+        }
     }
 
     public var description: String { message }

@@ -11,11 +11,16 @@ import Foundation
 enum WebPage {
     /// The page in `language`, made once per language.
     static func html(_ language: BookCacheLanguage) -> String {
-        pages[language] ?? template
+        switch language {
+        case .english: english
+        case .german: german
+        case .chinese: chinese
+        }
     }
 
-    private static let pages: [BookCacheLanguage: String] = Dictionary(
-        uniqueKeysWithValues: BookCacheLanguage.allCases.map { ($0, render(language: $0)) })
+    private static let english = render(language: .english)
+    private static let german = render(language: .german)
+    private static let chinese = render(language: .chinese)
 
     private static func render(language: BookCacheLanguage) -> String {
         let strings = language.strings(in: .module)

@@ -103,11 +103,6 @@ enum LocalizedText {
         guard !arguments.isEmpty else { return format }
         return String(format: format, locale: nil, arguments: arguments.map { $0 as NSString })
     }
-
-    /// A size written for `locale`'s language.
-    static func size(_ bytes: Int64, _ locale: Locale) -> String {
-        BookCacheLanguage(locale).size(bytes)
-    }
 }
 
 /// A message kept as its template and arguments, so it can be said in another language than the
@@ -139,7 +134,7 @@ struct MessageTemplate: Sendable {
         let values = arguments.map { argument -> String in
             switch argument {
             case .verbatim(let text): return text
-            case .size(let bytes): return LocalizedText.size(bytes, locale)
+            case .size(let bytes): return BookCacheLanguage(locale).size(bytes)
             case .phrase(let template): return template.text(locale)
             case .refusal(let kind, let reason):
                 guard BookCacheLanguage(locale) != .english else { return reason }
@@ -155,6 +150,4 @@ struct MessageTemplate: Sendable {
         }
         return LocalizedText.format(key, locale, values)
     }
-
-    static let english = Locale(identifier: "en")
 }

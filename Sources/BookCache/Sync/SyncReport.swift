@@ -69,7 +69,7 @@ public struct SyncReport: Sendable {
     public var isComplete: Bool { skipped || failed == 0 }
 
     /// "7 of 7 cached (3 new, 4 already cached), 2 entries skipped (no free EPUB or PDF), 0 failed, 1 removed".
-    public var summary: String { summary(in: MessageTemplate.english) }
+    public var summary: String { summary(in: BookCacheLanguage.english.locale) }
 
     /// ``summary`` in `locale`'s language (English, German or Simplified Chinese).
     public func summary(in locale: Locale) -> String {

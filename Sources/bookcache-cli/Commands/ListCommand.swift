@@ -68,12 +68,11 @@ struct ListCommand: AsyncParsableCommand {
             return
         }
         let dateFormatter = DateFormatter()
+        dateFormatter.locale = Localized.locale
         if Localized.language == .english {
-            dateFormatter.locale = Locale(identifier: "en_US_POSIX")
             dateFormatter.dateFormat = "yyyy-MM-dd HH:mm"
         } else {
             // 24.11.2026, 07:08 in German, 2026/11/24 07:08 in Chinese.
-            dateFormatter.locale = Localized.locale
             dateFormatter.setLocalizedDateFormatFromTemplate("yyyyMMddHHmm")
         }
         // Headings, types, statuses, sizes and dates in the reader's language; ids and titles as they are.

@@ -14,24 +14,23 @@ enum Localized {
     static let language = BookCacheLanguage(environment: ProcessInfo.processInfo.environment)
 
     private static let table: [String: String] = language.strings(in: .module)
-    private static let english: [String: String] = language == .english ? table : BookCacheLanguage.english.strings(in: .module)
 
     /// The text for `key`, with `arguments` put into its `%@`/`%lld` placeholders.
     static func text(_ key: String, _ arguments: any CVarArg...) -> String {
-        let format = table[key] ?? english[key] ?? key
+        let format = table[key] ?? key
         return arguments.isEmpty ? format : String(format: format, locale: locale, arguments: arguments)
     }
 
     /// "1 book, 2 MB" / "3 books, 2 MB", in the language's own plural.
     static func books(_ count: Int, size: String) -> String {
-        text(count == 1 ? "books.one %lld %@" : "books.other %lld %@", Int64(count), size)
+        text(count == 1 ? "%1$lld book, %2$@" : "%1$lld books, %2$@", Int64(count), size)
     }
 
     /// The locale numbers and the library's messages are written for.
     static let locale = language.locale
 
     /// The locale of machine output (`--json`): English, whatever the environment says.
-    static let machineLocale = Locale(identifier: "en_US_POSIX")
+    static let machineLocale = BookCacheLanguage.english.locale
 
     /// "error: TEXT" in the reader's language.
     static func error(_ text: String) -> String { Localized.text("error: %@", text) }
