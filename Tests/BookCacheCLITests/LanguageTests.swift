@@ -103,6 +103,12 @@ struct LanguageTests {
             #expect(missing.stderr.contains("Fehler: ebook-nobody ist nicht heruntergeladen"), "\(missing.stderr)")
             let english = try await bookcache(["verify", "--cache-dir", cache], language: nil)
             #expect(english.stdout.contains("1 book checked, 0 problems"), "\(english.stdout)")
+            let check = try await bookcache(["check", "--cache-dir", cache], language: "de_DE.UTF-8")
+            #expect(check.stdout.contains("1 geprüft, 0 veraltet, 0 unbekannt"), "\(check.stdout) \(check.stderr)")
+            let prune = try await bookcache(["prune", "--dry-run", "--keep", "0", "--cache-dir", cache], language: "zh_CN.UTF-8")
+            #expect(prune.stdout.contains("将从 0 本书释放 0 B。"), "pinned books stay: \(prune.stdout) \(prune.stderr)")
+            let clear = try await bookcache(["clear", "--yes", "--cache-dir", cache], language: "de_DE.UTF-8")
+            #expect(clear.stdout == "1 Buch entfernt (1,6 KB).\n", "\(clear.stdout) \(clear.stderr)")
         }
     }
 

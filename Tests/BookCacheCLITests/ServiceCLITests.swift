@@ -409,6 +409,10 @@ struct ServiceCLITests {
             let bad = try await ProcessRunner.run("bookcache", ["queue", "add", "ftp://nope/x.epub", "--cache-dir", cache])
             #expect(bad.status == 65, "\(bad.stderr)")
             #expect(bad.stderr.contains("ftp"))
+            // In German, the count of queued jobs
+            let german = try await ProcessRunner.run(
+                "bookcache", ["queue", "add", "\(server.baseURL)/alice.epub", "--cache-dir", cache], environment: ["LANG": "de_DE.UTF-8"])
+            #expect(german.stdout.hasSuffix("1 Auftrag eingereiht\n"), "\(german.stdout) \(german.stderr)")
 
             // A job waiting for an unreachable server can be cancelled
             let port = try await TestHTTPServer.freePort()
