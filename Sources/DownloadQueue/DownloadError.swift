@@ -27,6 +27,8 @@ public struct DownloadError: Error, Sendable, CustomStringConvertible {
         public static let tooManyRedirects = Kind("tooManyRedirects")
         /// The URL is not an absolute `http` or `https` URL.
         public static let invalidURL = Kind("invalidURL")
+        /// The request cannot be sent as given (a header with a control character in it); not retried.
+        public static let invalidRequest = Kind("invalidRequest")
         /// Writing the file failed (see ``DownloadError/errnoCode``; `ENOSPC` means the disk is full).
         public static let fileSystem = Kind("fileSystem")
         /// The caller's response-head check refused the response (for example: not enough space).
@@ -126,6 +128,8 @@ public struct DownloadError: Error, Sendable, CustomStringConvertible {
             text = "too many redirects (or a redirect loop) from \(url)"
         case .invalidURL:
             text = "invalid URL \(url)"
+        case .invalidRequest:
+            text = "invalid request for \(url)"
         case .fileSystem:
             if let code = errnoCode {
                 text = "could not write the download of \(url): \(String(cString: strerror(code)))"

@@ -96,6 +96,12 @@ public final class CurlTransport: HTTPTransport, Sendable {
 
     public func send(_ request: TransportRequest) async throws -> TransportResponse {
         let url = HTTPCredentials.removingUserInfo(from: request.url)
+        // The last line of defence against a header that would end early and smuggle another
+        // (HTTPHeader refuses them where they enter; this catches any built another way).
+        if let bad = request.headers.first(where: { !HTTPHeader.isSendable(name: $0.name, value: $0.value) }) {
+            throw DownloadError(
+                kind: .invalidRequest, url: url, detail: "the request header '\(bad.name.debugDescription.prefix(40))' has a control character or is not a token; nothing was sent")
+        }
         let credentials = (request.credentials ?? HTTPCredentials(userInfoOf: request.url)).flatMap { $0.applies(to: url) ? $0 : nil }
         let transfer = CurlTransfer(url: url, headers: request.headers, credentials: credentials, configuration: configuration)
         let driver = try self.driver

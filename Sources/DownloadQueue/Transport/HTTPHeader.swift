@@ -6,17 +6,18 @@ import Foundation
 /// The transport sends it on redirects to the same host; libcurl leaves `Authorization` and
 /// `Cookie` out after a redirect to another host, as curl does. Its value is never logged.
 public struct HTTPHeader: Sendable, Hashable, Codable, CustomStringConvertible {
-    /// The header's name, such as `Authorization`.
-    public var name: String
-    /// Its value.
-    public var value: String
+    /// The header's name, such as `Authorization`: an HTTP token.
+    public let name: String
+    /// Its value: no control character but the tab (so no line break that could end the header).
+    public let value: String
 
     /// Headers the downloader sets itself to resume a file; a caller cannot replace them.
     public static let reservedNames: Set<String> = ["range", "if-range", "content-length", "transfer-encoding"]
 
     /// Creates a header after checking it.
     /// - Throws: ``InvalidHTTPHeader`` for a name that is not an HTTP token or is one the
-    ///   downloader sets, or a value with a line break.
+    ///   downloader sets, or a value with a control character (CR, LF, NUL, DEL and the others
+    ///   below U+0020 but the tab) — checked scalar by scalar, since `"\r\n"` is one `Character`.
     public init(name: String, value: String) throws(InvalidHTTPHeader) {
         let name = name.trimmingCharacters(in: .whitespaces)
         let value = value.trimmingCharacters(in: .whitespaces)
@@ -27,11 +28,25 @@ public struct HTTPHeader: Sendable, Hashable, Codable, CustomStringConvertible {
         guard !Self.reservedNames.contains(name.lowercased()) else {
             throw Self.invalid("\(name) is set by the downloader itself (to resume files) and cannot be given")
         }
-        guard !value.contains(where: { $0 == "\r" || $0 == "\n" || $0 == "\0" }) else {
-            throw Self.invalid("the value of \(name) has a line break")
+        if let bad = value.unicodeScalars.first(where: { !Self.isAllowedInValue($0) }) {
+            let what = bad == "\r" || bad == "\n" ? "a line break" : "a control character"
+            throw Self.invalid("the value of \(name) has \(what) (U+\(String(format: "%04X", bad.value))); a header value is one line of text")
         }
         self.name = name
         self.value = value
+    }
+
+    /// Whether a scalar may stand in a header value (RFC 9110's field-value: visible
+    /// characters, space, tab and non-ASCII text).
+    static func isAllowedInValue(_ scalar: Unicode.Scalar) -> Bool {
+        scalar == "\t" || (scalar.value >= 0x20 && scalar.value != 0x7F)
+    }
+
+    /// Whether a name and value could be sent as one header line: the check every header
+    /// passes before libcurl sees it, whoever built it.
+    static func isSendable(name: String, value: String) -> Bool {
+        !name.isEmpty && name.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: ":") }
+            && value.unicodeScalars.allSatisfy(isAllowedInValue)
     }
 
     /// Parses `Name: value`, as curl's `--header` takes it.
