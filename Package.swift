@@ -132,6 +132,10 @@ let package = Package(
             dependencies: ["BookCache", "BookCacheTestSupport", .product(name: "Logging", package: "swift-log")]
         ),
         .testTarget(
+            name: "BookCacheServiceTests",
+            dependencies: ["BookCacheService"]
+        ),
+        .testTarget(
             name: "BookCacheCLITests",
             dependencies: ["BookCache", "BookCacheTestSupport"]
         ),

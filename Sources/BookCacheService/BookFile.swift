@@ -4,10 +4,13 @@ import Foundation
 import Hummingbird
 
 /// A cached book's file as an HTTP response: the whole file, or one byte range (`Range:
-/// bytes=A-B`, `bytes=A-`, `bytes=-N`) with `206`; `416` for a range outside the file. The file
-/// is opened before the response is sent, so an eviction meanwhile cannot cut it short.
+/// bytes=A-B`, `bytes=A-`, `bytes=-N`) with `206`; `416` for a range outside the file. With
+/// `If-Range`, the range is served only when its entity tag is the file's (strong comparison,
+/// RFC 9110 §13.1.5); otherwise the whole file, `200`. `HEAD` gets the same head without a
+/// body. The file is opened before the response is sent, so an eviction meanwhile cannot cut it
+/// short.
 enum BookFile {
-    static func response(for url: URL, book: CachedBookMetadata, range: String?) -> Response {
+    static func response(for url: URL, book: CachedBookMetadata, range: String?, ifRange: String? = nil, headOnly: Bool = false) -> Response {
         let handle: FileHandle
         let size: Int64
         do {
@@ -24,7 +27,11 @@ enum BookFile {
         var status = HTTPResponse.Status.ok
         var first: Int64 = 0
         var last = size - 1
-        if let range, let parsed = parse(range, size: size) {
+        let etag = "\"\(book.checksum)\""
+        // An If-Range that is not this file's strong entity tag (a weak tag or a date, since no
+        // Last-Modified is sent, never is) asks for the whole file.
+        let rangeApplies = ifRange.map { $0.trimmingCharacters(in: .whitespaces) == etag } ?? true
+        if let range, rangeApplies, let parsed = parse(range, size: size) {
             guard let (from, to) = parsed else {
                 try? handle.close()
                 headers[.contentRange] = "bytes */\(size)"
@@ -36,6 +43,10 @@ enum BookFile {
         }
         let length = max(0, last - first + 1)
         headers[.contentLength] = String(length)
+        if headOnly {
+            try? handle.close()
+            return Response(status: status, headers: headers)
+        }
         let start = first
         let box = HandleBox(handle)
         return Response(

@@ -11,28 +11,62 @@ import Synchronization
 
 /// Who may use the service: the bearer token in `CACHE/service.token` (made at first start, mode
 /// 0600), and browser sessions opened with a one-time login link.
+///
+/// A login link works once and for ``loginLinkLifetime``; a session ends after
+/// ``sessionIdleLifetime`` without a request, and every session ends when the service stops
+/// (they are kept in memory only).
 public final class ServiceAccess: Sendable {
     /// The token every API request carries as `Authorization: Bearer TOKEN`.
     public let token: String
-    private let loginCodes = Mutex<Set<String>>([])
-    private let sessions = Mutex<Set<String>>([])
+    /// How long a login link can be used: 5 minutes.
+    public static let loginLinkLifetime: Duration = .seconds(5 * 60)
+    /// How long a session lasts without a request: a day.
+    public static let sessionIdleLifetime: Duration = .seconds(24 * 3600)
+    /// The most login links waiting to be used; the oldest goes first.
+    static let maxPendingLoginCodes = 64
+
+    private let now: @Sendable () -> ContinuousClock.Instant
+    /// Unused login codes and when each was made.
+    private let loginCodes = Mutex<[String: ContinuousClock.Instant]>([:])
+    /// Session ids and when each was last used.
+    private let sessions = Mutex<[String: ContinuousClock.Instant]>([:])
 
     /// The name of the session cookie.
     static let cookieName = "bookcache_session"
 
+    /// How a request proved who sent it.
+    enum Credential: Equatable {
+        /// `Authorization: Bearer` with the token: a program that could read the token file.
+        case token
+        /// The session cookie of the page.
+        case session
+        /// Nothing valid.
+        case none
+    }
+
     /// Reads the token from `file`, or makes one and writes it there (mode 0600) when there is none.
+    /// - Parameters:
+    ///   - tokenFile: Where the token is kept.
+    ///   - now: The clock login links and sessions age by (tests pass their own).
     /// - Throws: ``ServiceSetupError`` when the file cannot be read or written, or is readable by others.
-    public init(tokenFile: URL) throws(ServiceSetupError) {
+    public convenience init(tokenFile: URL) throws(ServiceSetupError) {
+        try self.init(tokenFile: tokenFile, now: { ContinuousClock.now })
+    }
+
+    init(tokenFile: URL, now: @escaping @Sendable () -> ContinuousClock.Instant) throws(ServiceSetupError) {
+        self.now = now
+        token = try Self.loadOrMakeToken(tokenFile)
+    }
+
+    private static func loadOrMakeToken(_ tokenFile: URL) throws(ServiceSetupError) -> String {
         if let existing = try Self.readToken(tokenFile) {
-            token = existing
-            return
+            return existing
         }
         let made = Self.randomHex(bytes: 32)
         let fd = open(tokenFile.path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard fd >= 0 else {
             if errno == EEXIST, let raced = try Self.readToken(tokenFile) {
-                token = raced
-                return
+                return raced
             }
             throw ServiceSetupError("cannot create \(tokenFile.path) (\(String(cString: strerror(errno))))")
         }
@@ -43,7 +77,7 @@ public final class ServiceAccess: Sendable {
             unlink(tokenFile.path)
             throw ServiceSetupError("cannot write \(tokenFile.path)")
         }
-        token = made
+        return made
     }
 
     private static func readToken(_ file: URL) throws(ServiceSetupError) -> String? {
@@ -67,34 +101,63 @@ public final class ServiceAccess: Sendable {
         return token
     }
 
-    /// A new one-time code for a login link; it opens one browser session.
+    /// A new one-time code for a login link; it opens one browser session within
+    /// ``loginLinkLifetime``.
     public func newLoginCode() -> String {
         let code = Self.randomHex(bytes: 16)
-        loginCodes.withLock { _ = $0.insert(code) }
+        let made = now()
+        loginCodes.withLock { codes in
+            codes = codes.filter { made - $0.value < Self.loginLinkLifetime }
+            if codes.count >= Self.maxPendingLoginCodes, let oldest = codes.min(by: { $0.value < $1.value })?.key {
+                codes.removeValue(forKey: oldest)
+            }
+            codes[code] = made
+        }
         return code
     }
 
-    /// Exchanges a login code for a session id; `nil` when the code is unknown or used.
+    /// Exchanges a login code for a session id; `nil` when the code is unknown, used or older
+    /// than ``loginLinkLifetime``.
     func redeem(_ code: String) -> String? {
-        guard loginCodes.withLock({ $0.remove(code) }) != nil else { return nil }
+        let at = now()
+        guard let made = loginCodes.withLock({ $0.removeValue(forKey: code) }), at - made < Self.loginLinkLifetime else { return nil }
         let session = Self.randomHex(bytes: 32)
-        sessions.withLock { _ = $0.insert(session) }
+        sessions.withLock { sessions in
+            sessions = sessions.filter { at - $0.value < Self.sessionIdleLifetime }
+            sessions[session] = at
+        }
         return session
     }
 
-    /// Whether a request carries the token, or the cookie of a session.
-    func allows(_ request: Request) -> Bool {
-        if let authorization = request.headers[.authorization], authorization.hasPrefix("Bearer ") {
-            return Self.constantTimeEqual(String(authorization.dropFirst(7)), token)
+    /// Whether `session` is open; using it keeps it open for another ``sessionIdleLifetime``.
+    func useSession(_ session: String) -> Bool {
+        let at = now()
+        return sessions.withLock { sessions in
+            guard let last = sessions[session] else { return false }
+            guard at - last < Self.sessionIdleLifetime else {
+                sessions.removeValue(forKey: session)
+                return false
+            }
+            sessions[session] = at
+            return true
+        }
+    }
+
+    /// What a request proves: the token (an `Authorization` header decides alone, even when
+    /// wrong), else the cookie of an open session, else nothing.
+    func credential(of request: Request) -> Credential {
+        if let authorization = request.headers[.authorization] {
+            let parts = authorization.split(separator: " ", maxSplits: 1)
+            guard parts.count == 2, parts[0].lowercased() == "bearer" else { return .none }
+            return Self.constantTimeEqual(parts[1].trimmingCharacters(in: .whitespaces), token) ? .token : .none
         }
         for cookie in request.headers[values: .cookie].flatMap({ $0.split(separator: ";") }) {
             let pair = cookie.trimmingCharacters(in: .whitespaces).split(separator: "=", maxSplits: 1)
             if pair.count == 2, pair[0] == Self.cookieName {
-                let value = String(pair[1])
-                return sessions.withLock { $0.contains(value) }
+                return useSession(String(pair[1])) ? .session : .none
             }
         }
-        return false
+        return .none
     }
 
     static func randomHex(bytes: Int) -> String {
@@ -124,24 +187,109 @@ public struct ServiceSetupError: Error, Sendable, CustomStringConvertible {
     public var description: String { message }
 }
 
-/// Refuses requests whose `Host` is not the service's own address (`421`), so a web page on
-/// another site cannot reach the service through a DNS name that points at 127.0.0.1 (DNS
-/// rebinding, CVE-2018-5702), and API requests without the token (`401`).
-struct AccessMiddleware<Context: RequestContext>: RouterMiddleware {
-    let access: ServiceAccess
+/// What every request passes before anything else, whether or not a route matches it: its
+/// `Host` must be the service's own address (`421`), so a web page on another site cannot reach
+/// the service through a DNS name that points at 127.0.0.1 (DNS rebinding, CVE-2018-5702); and
+/// its target must be in the one spelling the router and the access check share (`400`).
+/// Every answer says `nosniff` and may be read by the service's own origin only.
+struct FrontDoorMiddleware<Context: RequestContext>: RouterMiddleware {
     let allowedHosts: HostList
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        guard let host = request.head.authority?.lowercased(), allowedHosts.contains(host) else {
-            return APIResponse.error(
+        var response: Response
+        if let host = request.head.authority?.lowercased(), allowedHosts.contains(host) {
+            if let problem = RequestTarget.problem(request.head.path ?? "") {
+                response = APIResponse.error(.badRequest, kind: "invalidTarget", "\(problem); write the path as the API documents it")
+            } else {
+                response = try await next(request, context)
+            }
+        } else {
+            response = APIResponse.error(
                 .misdirectedRequest, kind: "misdirectedRequest", "this service answers only to \(allowedHosts.all.sorted().joined(separator: ", "))")
         }
-        let path = request.uri.path
-        if path.hasPrefix("/api/") && !access.allows(request) {
+        response.headers[.xContentTypeOptions] = "nosniff"
+        response.headers[.init("Cross-Origin-Resource-Policy")!] = "same-origin"
+        return response
+    }
+}
+
+/// The request target's one accepted spelling: origin-form (`/…`), segments of unreserved
+/// characters (`A-Z a-z 0-9 - . _ ~`), none empty (`//`, a trailing `/`), none `.` or `..`, no
+/// percent-encoding. Every route of the service is written so; anything else would let the access
+/// check and the router read one target two ways.
+enum RequestTarget {
+    /// Why `target` is refused; `nil` when it is in the accepted spelling.
+    static func problem(_ target: String) -> String? {
+        let path = target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? ""
+        guard path.hasPrefix("/") else { return "the request target must be a path that starts with /" }
+        guard path != "/" else { return nil }
+        for segment in path.dropFirst().split(separator: "/", omittingEmptySubsequences: false) {
+            if segment.isEmpty { return "the path has an empty segment (// or a trailing /)" }
+            if segment == "." || segment == ".." { return "the path has a . or .. segment" }
+            if !segment.utf8.allSatisfy(isUnreserved) { return "the path has a character outside A-Z a-z 0-9 - . _ ~ (percent-encoding included)" }
+        }
+        return nil
+    }
+
+    private static func isUnreserved(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+            true
+        case UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+            true
+        default:
+            false
+        }
+    }
+}
+
+/// Default deny: every route registered after this middleware (and every path no route
+/// matches) needs the token or a session, whatever its path. A session — a browser — may read,
+/// but may write (any method but GET and HEAD) only as the page itself does: with
+/// `Content-Type: application/json` (which no form and no simple cross-origin request can send)
+/// and an `Origin` that is the service's own, port included (or, without `Origin`,
+/// `Sec-Fetch-Site: same-origin`). A session request that a browser marks as coming from
+/// another site or another origin of the same site is refused too (`403`).
+struct RequireAccessMiddleware<Context: RequestContext>: RouterMiddleware {
+    let access: ServiceAccess
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        switch access.credential(of: request) {
+        case .token:
+            return try await next(request, context)
+        case .session:
+            if let refusal = Self.crossOriginProblem(request) {
+                return APIResponse.error(.forbidden, kind: "crossOrigin", refusal)
+            }
+            return try await next(request, context)
+        case .none:
             return APIResponse.error(
                 .unauthorized, kind: "unauthorized",
                 "send Authorization: Bearer TOKEN (bookcache serve --print-token prints it), or open the login link bookcache serve printed")
         }
-        return try await next(request, context)
+    }
+
+    /// Why a request carrying the page's session cookie is not the page's own; `nil` when it is.
+    static func crossOriginProblem(_ request: Request) -> String? {
+        let fetchSite = request.headers[.init("Sec-Fetch-Site")!]?.lowercased()
+        if let fetchSite, fetchSite != "same-origin", fetchSite != "none" {
+            return "the browser says this request comes from another origin (Sec-Fetch-Site: \(fetchSite)); only the service's own page may use its session"
+        }
+        guard request.method != .get, request.method != .head else { return nil }
+        let mediaType = request.headers[.contentType]?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased()
+        guard mediaType == "application/json" else {
+            return "a change made with the page's session must be sent as Content-Type: application/json"
+        }
+        let own = "http://" + (request.head.authority ?? "").lowercased()
+        if let origin = request.headers[.origin] {
+            guard origin.lowercased() == own else {
+                return "a change made with the page's session must come from the page itself (Origin \(origin.prefix(80)) is not \(own))"
+            }
+            return nil
+        }
+        guard fetchSite == "same-origin" else {
+            return "a change made with the page's session must say where it comes from (Origin)"
+        }
+        return nil
     }
 }

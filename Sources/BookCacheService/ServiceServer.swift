@@ -52,7 +52,8 @@ public struct ServiceServer: Sendable {
     public func run(onRunning: @escaping @Sendable (Int) async -> Void) async throws {
         let router = Router()
         let allowed = HostList(Self.allowedHosts(host: options.host, port: options.port))
-        router.add(middleware: AccessMiddleware(access: access, allowedHosts: allowed))
+        // Every request, routed or not: its Host and the spelling of its target.
+        router.add(middleware: FrontDoorMiddleware(allowedHosts: allowed))
         addRoutes(to: router)
         let runner = QueueRunner(service: service, logger: logger)
         let app = Application(
@@ -83,6 +84,9 @@ public struct ServiceServer: Sendable {
         let access = self.access
         let maxBody = options.maxBodyBytes
 
+        // The only routes open without the token or a session: the page (which holds no data
+        // until it is logged in) and the login link.
+
         router.get("/") { request, _ in
             // In the browser's language; the answer varies with it.
             let language = BookCacheLanguage(acceptLanguage: request.headers[.acceptLanguage])
@@ -100,7 +104,7 @@ public struct ServiceServer: Sendable {
             guard let code = request.uri.queryParameters.get("code"), let session = access.redeem(code) else {
                 return Response(
                     status: .unauthorized, headers: [.contentType: "text/plain; charset=utf-8"],
-                    body: ResponseBody(byteBuffer: ByteBuffer(string: "This login link was used already or is unknown. Run `bookcache serve --login-link` for a new one.\n")))
+                    body: ResponseBody(byteBuffer: ByteBuffer(string: "This login link was used already, is older than 5 minutes, or is unknown. Run `bookcache serve --login-link` for a new one.\n")))
             }
             return Response(
                 status: .seeOther,
@@ -110,6 +114,9 @@ public struct ServiceServer: Sendable {
                 ])
         }
 
+        // Default deny: everything below, and every path no route matches, needs the token or
+        // a session, decided on the route the router matched — never on how the path is spelled.
+        router.add(middleware: RequireAccessMiddleware(access: access))
         // Handlers throw; the middleware answers each error with its status and JSON body.
         let api = router.group("api/v1").add(middleware: APIErrorMiddleware())
         api.post("login-links") { request, _ -> Response in
@@ -183,10 +190,13 @@ public struct ServiceServer: Sendable {
                 return APIResponse.json(APIBook(book: try await Self.book(context, in: manager)))
             }
         }
-        api.get("books/:id/file") { request, context -> Response in
-            let book = try await Self.book(context, in: manager)
-            let url = try await manager.open(try book.bookID)
-            return BookFile.response(for: url, book: book, range: request.headers[.range])
+        for method in [HTTPRequest.Method.get, .head] {
+            api.on("books/:id/file", method: method) { request, context -> Response in
+                let book = try await Self.book(context, in: manager)
+                let url = try await manager.open(try book.bookID)
+                return BookFile.response(
+                    for: url, book: book, range: request.headers[.range], ifRange: request.headers[.ifRange], headOnly: method == .head)
+            }
         }
 
         api.get("sources") { _, _ -> Response in

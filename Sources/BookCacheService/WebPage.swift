@@ -112,7 +112,10 @@ enum WebPage {
         const T = {{strings}};
         // The page's text in its language: t("%1$@ of %2$@", a, b).
         const t = (key, ...args) => (T[key] ?? key).replace(/%(\\d+)\\$@/g, (_, n) => args[n - 1]);
-        const api = (path, options = {}) => fetch("/api/v1" + path, Object.assign({ credentials: "same-origin" }, options))
+        // Every call says it sends JSON: the service takes a write from the page's session only
+        // with that content type and the page's own Origin.
+        const api = (path, options = {}) => fetch("/api/v1" + path,
+            Object.assign({ credentials: "same-origin" }, options, { headers: { "Content-Type": "application/json" } }))
           .then(async (response) => {
             const body = await response.json().catch(() => ({}));
             if (response.status === 401) { notice(t("Open the login link that <code>bookcache serve</code> printed to use this page.")); throw new Error("unauthorized"); }
@@ -167,12 +170,12 @@ enum WebPage {
         document.getElementById("add").addEventListener("submit", async (event) => {
           event.preventDefault();
           const input = document.getElementById("url");
-          const body = await api("/jobs", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ url: input.value, priority: "high" }) });
+          const body = await api("/jobs", { method: "POST", body: JSON.stringify({ url: input.value, priority: "high" }) });
           body.jobs.forEach((job) => jobs.set(job.id, job)); renderJobs(); input.value = "";
         });
         document.getElementById("addsource").addEventListener("submit", async (event) => {
           event.preventDefault();
-          await api("/sources", { method: "POST", headers: { "Content-Type": "application/json" },
+          await api("/sources", { method: "POST",
             body: JSON.stringify({ source: document.getElementById("source").value, keep: Number(document.getElementById("keep").value), every: document.getElementById("every").value }) });
           document.getElementById("source").value = ""; loadSources();
         });
@@ -186,6 +189,10 @@ enum WebPage {
 
         function follow() {
           const events = new EventSource("/api/v1/events");
+          // The stream carries changes only, and drops a client that falls behind: after every
+          // (re)connect the lists are read again.
+          let opened = false;
+          events.addEventListener("open", () => { if (opened) { loadJobs(); loadShelf(); loadSources(); } opened = true; });
           events.addEventListener("job", (event) => { const job = JSON.parse(event.data); jobs.set(job.id, job); renderJobs(); if (job.state === "cached") loadShelf(); });
           events.addEventListener("progress", (event) => { const p = JSON.parse(event.data); const job = jobs.get(p.id);
             if (job) { job.bytes = p.bytes; job.total = p.total; job.state = p.state; renderJobs(); } });

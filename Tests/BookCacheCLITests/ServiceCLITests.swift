@@ -27,12 +27,23 @@ struct ServiceCLITests {
         func http(
             _ method: String, _ path: String, body: String? = nil, token: String?? = .none, headers: [String] = []
         ) async throws -> HTTPAnswer {
-            var arguments = ["-s", "-S", "-X", method, "-D", "-", "--max-time", "70"]
+            // curl's -X HEAD would wait for a body; -I sends HEAD and reads the head alone
+            var arguments = method == "HEAD" ? ["-I"] : ["-X", method]
             let bearer = token ?? self.token
             if let bearer { arguments += ["-H", "Authorization: Bearer \(bearer)"] }
+            if let body, !headers.contains(where: { $0.lowercased().hasPrefix("content-type:") }) {
+                arguments += ["-H", "Content-Type: application/json"]
+            }
             for header in headers { arguments += ["-H", header] }
-            if let body { arguments += ["-H", "Content-Type: application/json", "--data-binary", body] }
+            if let body { arguments += ["--data-binary", body] }
             arguments.append(base + path)
+            return try await curl(arguments)
+        }
+
+        /// Runs curl with `arguments` (the path as written: `--path-as-is`) and returns status,
+        /// headers and body.
+        func curl(_ arguments: [String]) async throws -> HTTPAnswer {
+            let arguments = ["-s", "-S", "-D", "-", "--max-time", "70", "--path-as-is"] + arguments
             let result = try await ProcessRunner.run(at: URL(fileURLWithPath: "/usr/bin/curl"), arguments)
             try #require(result.status == 0, "curl \(arguments.joined(separator: " ")) failed: \(result.stderr)")
             return HTTPAnswer(raw: result.stdout)

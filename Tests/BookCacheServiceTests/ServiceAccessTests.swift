@@ -1,0 +1,78 @@
+@testable import BookCacheService
+import Foundation
+import Synchronization
+import Testing
+
+/// Login links and sessions age by an injected clock: no test waits five minutes or a day.
+@Suite("ServiceAccess: login links and sessions expire")
+struct ServiceAccessTests {
+    /// A clock the test moves by hand.
+    final class TestClock: Sendable {
+        let start = ContinuousClock.now
+        let offset = Mutex<Duration>(.zero)
+        func advance(_ by: Duration) { offset.withLock { $0 += by } }
+        var now: ContinuousClock.Instant { start + offset.withLock { $0 } }
+    }
+
+    func access(_ clock: TestClock) throws -> (ServiceAccess, URL) {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("access-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        return (try ServiceAccess(tokenFile: folder.appendingPathComponent("service.token"), now: { clock.now }), folder)
+    }
+
+    @Test("a login link works once, and not after five minutes")
+    func loginLinkExpires() throws {
+        let clock = TestClock()
+        let (access, folder) = try access(clock)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let fresh = access.newLoginCode()
+        clock.advance(.seconds(4 * 60 + 59))
+        #expect(access.redeem(fresh) != nil, "a link used within five minutes opens a session")
+        #expect(access.redeem(fresh) == nil, "once")
+        let old = access.newLoginCode()
+        clock.advance(ServiceAccess.loginLinkLifetime)
+        #expect(access.redeem(old) == nil, "a link five minutes old is refused")
+        #expect(access.redeem("0123") == nil)
+    }
+
+    @Test("a session ends after a day without a request; each request keeps it open")
+    func sessionIdles() throws {
+        let clock = TestClock()
+        let (access, folder) = try access(clock)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let session = try #require(access.redeem(access.newLoginCode()))
+        for _ in 0..<3 {
+            clock.advance(.seconds(23 * 3600))
+            #expect(access.useSession(session), "used within a day, it stays open")
+        }
+        clock.advance(ServiceAccess.sessionIdleLifetime)
+        #expect(!access.useSession(session), "a day idle, it is closed")
+        #expect(!access.useSession(session), "and stays closed")
+        #expect(!access.useSession("forged"))
+    }
+
+    @Test("sessions do not outlive the service: a new ServiceAccess on the same token file knows none")
+    func sessionsEndOnRestart() throws {
+        let clock = TestClock()
+        let (access, folder) = try access(clock)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let session = try #require(access.redeem(access.newLoginCode()))
+        let code = access.newLoginCode()
+        let restarted = try ServiceAccess(tokenFile: folder.appendingPathComponent("service.token"), now: { clock.now })
+        #expect(restarted.token == access.token, "the token stays")
+        #expect(!restarted.useSession(session))
+        #expect(restarted.redeem(code) == nil)
+    }
+
+    @Test("unused login links are capped: the oldest goes first")
+    func pendingLinksCapped() throws {
+        let clock = TestClock()
+        let (access, folder) = try access(clock)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let first = access.newLoginCode()
+        clock.advance(.seconds(1))
+        let rest = (0..<ServiceAccess.maxPendingLoginCodes).map { _ in access.newLoginCode() }
+        #expect(access.redeem(first) == nil)
+        #expect(access.redeem(rest.last!) != nil)
+    }
+}
