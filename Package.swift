@@ -78,6 +78,7 @@ let package = Package(
                 "BookCache",
                 "DownloadQueue",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -133,7 +134,11 @@ let package = Package(
         ),
         .testTarget(
             name: "BookCacheServiceTests",
-            dependencies: ["BookCacheService"]
+            dependencies: [
+                "BookCacheService", "BookCache",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ]
         ),
         .testTarget(
             name: "BookCacheCLITests",

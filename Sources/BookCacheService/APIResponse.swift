@@ -47,6 +47,14 @@ enum APIResponse {
             return self.error(.badRequest, kind: "invalidArgument", error.message)
         case let error as APITooLarge:
             return self.error(.contentTooLarge, kind: "invalidArgument", error.message)
+        case let error as APIRequestTimeout:
+            var response = self.error(.requestTimeout, kind: "requestTimeout", error.message)
+            response.headers[.connection] = "close"
+            return response
+        case let error as APIUnavailable:
+            var response = self.error(.serviceUnavailable, kind: "busy", error.message)
+            response.headers[.retryAfter] = String(error.retryAfter)
+            return response
         default:
             break
         }
@@ -78,6 +86,17 @@ struct APIBadRequest: Error {
 /// A body over the cap (413).
 struct APITooLarge: Error {
     var message: String
+}
+
+/// A body that did not arrive in time (408; the connection is closed).
+struct APIRequestTimeout: Error {
+    var message: String
+}
+
+/// The service is at a limit for now (503 with `Retry-After` seconds).
+struct APIUnavailable: Error {
+    var message: String
+    var retryAfter: Int
 }
 
 /// Answers every error a handler throws with `APIResponse.error(_:)`, so handlers just `try`.

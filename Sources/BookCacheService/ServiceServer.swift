@@ -2,6 +2,7 @@ import BookCache
 import DownloadQueue
 import Foundation
 import Hummingbird
+import HummingbirdCore
 import Logging
 import NIOCore
 import ServiceLifecycle
@@ -18,12 +19,29 @@ public struct ServiceServer: Sendable {
         public var port: Int
         /// The largest request body accepted, in bytes.
         public var maxBodyBytes: Int
+        /// Connections open at once; more wait in the listen backlog until one closes. Keep it
+        /// below the open-file limit (``ServiceServer/raiseOpenFileLimit()``).
+        public var maxConnections: Int
+        /// How long a connection may wait for a request's head to arrive whole — idle between
+        /// requests, or sending it slowly — before it is closed.
+        public var idleTimeout: Duration
+        /// How long a request's body may take to arrive whole (`408` after).
+        public var bodyTimeout: Duration
+        /// Event streams (`/api/v1/events`) open at once; another is answered `503`.
+        public var maxEventStreams: Int
 
         /// Creates options.
-        public init(host: String = "127.0.0.1", port: Int = 8787, maxBodyBytes: Int = 8 << 20) {
+        public init(
+            host: String = "127.0.0.1", port: Int = 8787, maxBodyBytes: Int = 8 << 20, maxConnections: Int = 1024,
+            idleTimeout: Duration = .seconds(30), bodyTimeout: Duration = .seconds(30), maxEventStreams: Int = 512
+        ) {
             self.host = host
             self.port = port
             self.maxBodyBytes = maxBodyBytes
+            self.maxConnections = maxConnections
+            self.idleTimeout = idleTimeout
+            self.bodyTimeout = bodyTimeout
+            self.maxEventStreams = maxEventStreams
         }
     }
 
@@ -54,12 +72,17 @@ public struct ServiceServer: Sendable {
         let allowed = HostList(Self.allowedHosts(host: options.host, port: options.port))
         // Every request, routed or not: its Host and the spelling of its target.
         router.add(middleware: FrontDoorMiddleware(allowedHosts: allowed))
-        addRoutes(to: router)
+        let streams = EventStreams(service: service, limits: .init(maxStreams: options.maxEventStreams), logger: logger)
+        addRoutes(to: router, streams: streams)
         let runner = QueueRunner(service: service, logger: logger)
+        let idle = options.idleTimeout.components
         let app = Application(
             router: router,
-            configuration: .init(address: .hostname(options.host, port: options.port), serverName: nil),
-            services: [runner],
+            server: .http1(configuration: .init(idleTimeout: .seconds(idle.seconds) + .nanoseconds(idle.attoseconds / 1_000_000_000))),
+            configuration: .init(
+                address: .hostname(options.host, port: options.port), serverName: nil,
+                availableConnectionsDelegate: MaximumAvailableConnections(options.maxConnections, logger: logger)),
+            services: [runner, streams],
             onServerRunning: { channel in
                 let port = channel.localAddress?.port ?? options.port
                 allowed.set(Self.allowedHosts(host: options.host, port: port))
@@ -78,11 +101,12 @@ public struct ServiceServer: Sendable {
 
     // MARK: - Routes
 
-    private func addRoutes(to router: Router<BasicRequestContext>) {
+    private func addRoutes(to router: Router<BasicRequestContext>, streams: EventStreams) {
         let service = self.service
         let manager = service.manager
         let access = self.access
         let maxBody = options.maxBodyBytes
+        let bodyTimeout = options.bodyTimeout
 
         // The only routes open without the token or a session: the page (which holds no data
         // until it is logged in) and the login link.
@@ -126,7 +150,7 @@ public struct ServiceServer: Sendable {
             return APIResponse.json(Link(url: "http://\(host)/login?code=\(access.newLoginCode())"), status: .created)
         }
         api.post("jobs") { request, _ -> Response in
-            let body = try await Self.body(of: request, upTo: maxBody, "send the jobs in several requests")
+            let body = try await Self.body(of: request, upTo: maxBody, within: bodyTimeout, "send the jobs in several requests")
             let jobs = try await service.submit(body)
             struct Accepted: Encodable { var jobs: [APIJob] }
             return APIResponse.json(Accepted(jobs: jobs.map(APIJob.init)), status: .accepted)
@@ -212,7 +236,7 @@ public struct ServiceServer: Sendable {
                 var section: String?
                 var every: String?
             }
-            let body = try await Self.body(of: request, upTo: 64 * 1024, "a source is a small JSON object")
+            let body = try await Self.body(of: request, upTo: 64 * 1024, within: bodyTimeout, "a source is a small JSON object")
             let new: NewSource
             do {
                 new = try JSONDecoder().decode(NewSource.self, from: body)
@@ -233,14 +257,27 @@ public struct ServiceServer: Sendable {
         }
 
         api.get("events") { _, _ -> Response in
-            let events = service.events()
+            // The mailbox is opened before the snapshot is read, so no change falls between them.
+            guard let mailbox = streams.open() else {
+                throw APIUnavailable(message: "\(options.maxEventStreams) event streams are open already; try again shortly", retryAfter: 5)
+            }
+            let snapshot: String
+            do {
+                snapshot = try await Self.snapshot(of: service)
+            } catch {
+                streams.close(mailbox)
+                throw error
+            }
             return Response(
                 status: .ok,
                 headers: [.contentType: "text/event-stream", .cacheControl: "no-store"],
                 body: ResponseBody { writer in
-                    try await writer.write(ByteBuffer(string: ": connected\n\n"))
-                    for await event in events.cancelOnGracefulShutdown() {
-                        try await writer.write(ByteBuffer(string: ServerSentEvent.encode(event)))
+                    defer { streams.close(mailbox) }
+                    try await writer.write(ByteBuffer(string: "retry: 2000\n: connected\n\n" + snapshot))
+                    while let batch = await mailbox.next() {
+                        var buffer = ByteBuffer()
+                        for var part in batch { buffer.writeBuffer(&part) }
+                        try await writer.write(buffer)
                     }
                     try await writer.finish(nil)
                 })
@@ -249,14 +286,40 @@ public struct ServiceServer: Sendable {
 }
 
 extension ServiceServer {
-    /// A request's body, at most `limit` bytes; `hint` says what to do with a larger one.
-    static func body(of request: Request, upTo limit: Int, _ hint: String) async throws -> Data {
-        var request = request
-        do {
-            return Data(try await request.collectBody(upTo: limit).readableBytesView)
-        } catch {
-            throw APITooLarge(message: "the body is larger than \(limit) bytes; \(hint)")
+    /// A request's body, at most `limit` bytes, arrived within `timeout`; `hint` says what to
+    /// do with a larger one.
+    /// - Throws: ``APITooLarge`` (413) for a larger body, ``APIRequestTimeout`` (408) for a slower
+    ///   one; a broken connection as it is.
+    static func body(of request: Request, upTo limit: Int, within timeout: Duration, _ hint: String) async throws -> Data {
+        try await withThrowingTaskGroup(of: Data.self) { group in
+            group.addTask {
+                var request = request
+                do {
+                    return Data(try await request.collectBody(upTo: limit).readableBytesView)
+                } catch is NIOTooManyBytesError {
+                    throw APITooLarge(message: "the body is larger than \(limit) bytes; \(hint)")
+                }
+            }
+            group.addTask {
+                try await Task.sleep(for: timeout)
+                throw APIRequestTimeout(message: "the body did not arrive within \(timeout); send it at once")
+            }
+            defer { group.cancelAll() }
+            return try await group.next()!
         }
+    }
+
+    /// The first event of every stream: the newest jobs (as `GET /api/v1/jobs?limit=200`) and
+    /// the counts, so a client that (re)connects knows where it stands.
+    static func snapshot(of service: DownloadService) async throws -> String {
+        struct Snapshot: Encodable {
+            var jobs: [APIJob]
+            var counts: [String: Int]
+        }
+        let jobs = try await service.jobs(limit: 200)
+        let counts = try await service.jobCounts()
+        return ServerSentEvent.encode(
+            name: "snapshot", Snapshot(jobs: jobs.map(APIJob.init), counts: Dictionary(uniqueKeysWithValues: counts.map { ($0.key.rawValue, $0.value) })))
     }
 
     /// The cached book the route's `:id` names; 404 when it is not cached.
@@ -297,38 +360,5 @@ struct QueueRunner: Service {
             try await service.run()
         }
         logger.info("the download service stopped; unfinished jobs stay queued")
-    }
-}
-
-/// `text/event-stream` lines for service events.
-enum ServerSentEvent {
-    static func encode(_ event: ServiceEvent) -> String {
-        let (name, payload): (String, any Encodable)
-        switch event {
-        case .job(let job): (name, payload) = ("job", APIJob(job: job))
-        case .progress(let id, let bytes, let total, let state):
-            (name, payload) = ("progress", Progress(id: id, bytes: bytes, total: total, state: state.rawValue))
-        case .book(let id, let cached): (name, payload) = ("book", BookChange(id: id, cached: cached))
-        case .source(let id, let source): (name, payload) = ("source", SourceChange(id: id, source: source))
-        }
-        let data = (try? MetadataCoding.encoder().encode(payload)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
-        return "event: \(name)\ndata: \(data)\n\n"
-    }
-
-    struct Progress: Encodable {
-        var id: String
-        var bytes: Int64
-        var total: Int64?
-        var state: String
-    }
-
-    struct BookChange: Encodable {
-        var id: String
-        var cached: Bool
-    }
-
-    struct SourceChange: Encodable {
-        var id: String
-        var source: ScheduledSource?
     }
 }

@@ -173,4 +173,82 @@ struct FrontDoorCLITests {
             #expect(headRange.headers["content-length"] == "4")
         }
     }
+
+    /// Reads from `socket` until the server closes it (recv returns 0) or `limit` passes; true
+    /// when it closed. The wait is for an event, the limit only a guard.
+    static func waitForClose(_ fd: Int32, limit: Int32 = 60_000) -> Bool {
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&poller, 1, limit) == 1 else { return false }
+            let count = recv(fd, &buffer, buffer.count, 0)
+            if count == 0 { return true }
+            if count < 0 { return errno == ECONNRESET }
+        }
+    }
+
+    /// A TCP connection to the service that has sent `bytes`.
+    static func connect(_ base: String, sending bytes: String) throws -> Int32 {
+        let port = try #require(UInt16(base.split(separator: ":").last ?? ""))
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Foundation.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        try #require(connected == 0, "connect: \(errno)")
+        _ = bytes.withCString { send(fd, $0, strlen($0), 0) }
+        return fd
+    }
+
+    @Test("stays up: a connection that sends its head slowly or sits idle is closed after --idle-timeout; the open-file limit is raised to the hard limit; event streams are capped with 503 and Retry-After; each begins with a snapshot")
+    func staysUp() async throws {
+        try await withServerAndDirectory(directory: Fixtures.books) { server, dir in
+            let cache = dir.path("cache").path
+            // Started as systemd starts a service: a soft limit of 1024 open files
+            let binary = ProcessRunner.productsDirectory.appendingPathComponent("bookcache").path
+            let process = try ProcessRunner.launch(
+                at: URL(fileURLWithPath: "/bin/bash"),
+                ["-c", "ulimit -Sn 1024 && exec \(binary) serve --listen 127.0.0.1:0 --cache-dir \(cache) --idle-timeout 1 --max-event-streams 2"])
+            defer { process.send(SIGKILL) }
+            let line = try #require(await process.line(containing: "login?code="))
+            let link = try #require(line.split(separator: " ").last.map(String.init))
+            let base = String(link[..<link.range(of: "/login")!.lowerBound])
+            let token = try String(contentsOfFile: cache + "/service.token", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+            let service = ServiceCLITests.Service(process: process, base: base, token: token, loginLink: link, cache: cache)
+
+            let limits = try String(contentsOfFile: "/proc/\(process.pid)/limits", encoding: .utf8)
+            let openFiles = try #require(limits.split(separator: "\n").first { $0.hasPrefix("Max open files") })
+            let numbers = openFiles.split(separator: " ").compactMap { Int($0) }
+            #expect(numbers.count == 2 && numbers[0] == numbers[1], "the soft limit is raised to the hard one: \(openFiles)")
+
+            // A head sent slowly, and a connection that never sends one, are closed
+            let slow = try Self.connect(base, sending: "GET /api/v1/stats HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+            let silent = try Self.connect(base, sending: "")
+            defer { close(slow); close(silent) }
+            #expect(Self.waitForClose(slow), "a slow head is closed")
+            #expect(Self.waitForClose(silent), "an idle connection is closed")
+
+            // Event streams: the first two open with a snapshot; the third is refused for now
+            let accepted = try await service.http("POST", "/api/v1/jobs", body: #"{"url": "\#(server.baseURL)/alice.epub", "id": "alice"}"#)
+            let id = try #require((accepted.json["jobs"] as? [[String: Any]])?.first?["id"] as? String)
+            _ = try await service.http("GET", "/api/v1/jobs/\(id)?wait=60")
+            var streams: [RunningProcess] = []
+            defer { for stream in streams { stream.send(SIGKILL) } }
+            for _ in 0..<2 {
+                let stream = try ProcessRunner.launch(
+                    at: URL(fileURLWithPath: "/usr/bin/curl"), ["-s", "-N", "--max-time", "60", "-H", "Authorization: Bearer \(token)", base + "/api/v1/events"])
+                streams.append(stream)
+                let snapshot = try #require(await stream.line(containing: "\"jobs\""), "the stream begins with a snapshot")
+                #expect(snapshot.contains(id) && snapshot.contains("\"cached\":1"), "\(snapshot)")
+            }
+            let third = try await service.http("GET", "/api/v1/events")
+            #expect(third.status == 503)
+            #expect(third.headers["retry-after"] == "5")
+            // Other requests are answered all the while
+            #expect(try await service.http("GET", "/api/v1/stats").status == 200)
+        }
+    }
 }

@@ -35,6 +35,15 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Downloads at once (1–64; default: the cache's concurrency setting, else 4).")
     var concurrency: Int?
 
+    @Option(help: "Connections open at once (default: the open-file limit less 256, at most 16384); more wait until one closes.")
+    var maxConnections: Int?
+
+    @Option(help: "Seconds a connection may take to send a request's head, or stay idle between requests, before it is closed (1–3600).")
+    var idleTimeout = 30
+
+    @Option(help: "Event streams (/api/v1/events) open at once (1–100000); another is answered 503.")
+    var maxEventStreams = 512
+
     @Flag(help: "Print the API token (making it when there is none) and exit.")
     var printToken = false
 
@@ -62,6 +71,16 @@ struct ServeCommand: AsyncParsableCommand {
             throw ValidationError("--listen \(listen) is not a loopback address; add --allow-remote to serve other machines")
         }
         if let concurrency, !(1...64).contains(concurrency) { throw ValidationError("--concurrency must be between 1 and 64") }
+        if !(1...3600).contains(idleTimeout) { throw ValidationError("--idle-timeout must be between 1 and 3600 seconds") }
+        if !(1...100_000).contains(maxEventStreams) { throw ValidationError("--max-event-streams must be between 1 and 100000") }
+        // As nginx and Go do: the soft open-file limit (1024 under systemd) up to the hard one,
+        // and connections capped below it, so idle clients cannot use up the descriptors that
+        // downloads, the index and the listening socket need.
+        let openFiles = Self.raiseOpenFileLimit()
+        let connections = maxConnections ?? max(16, min(openFiles - 256, 16_384))
+        if let maxConnections, !(1...max(1, openFiles - 64)).contains(maxConnections) {
+            throw ValidationError("--max-connections must be between 1 and \(max(1, openFiles - 64)) (the open-file limit, \(openFiles), less 64)")
+        }
         let (concurrency, retries) = try global.runDefaults(concurrency: self.concurrency, retries: nil)
         // Connection failures are the service's to wait out (waiting-for-network, for as long as
         // it takes), not the queue's to retry three times.
@@ -75,7 +94,11 @@ struct ServeCommand: AsyncParsableCommand {
         // Twice as many jobs in flight as transfers: the manager's queue always has the next
         // one waiting, so a transfer starts the moment another ends.
         let service = DownloadService(manager: manager, configuration: .init(concurrency: concurrency * 2), logger: logger)
-        let server = ServiceServer(service: service, access: access, options: .init(host: host, port: port), logger: logger)
+        let server = ServiceServer(
+            service: service, access: access,
+            options: .init(
+                host: host, port: port, maxConnections: connections, idleTimeout: .seconds(idleTimeout), maxEventStreams: maxEventStreams),
+            logger: logger)
         let pid = getpid()
         let shownHost = host.contains(":") ? "[\(host)]" : host
         do {
@@ -113,6 +136,23 @@ struct ServeCommand: AsyncParsableCommand {
             Terminal.writeError("error: \(error.message)")
             throw ExitCode(73)
         }
+    }
+
+    /// Raises the soft limit of open files to the hard limit and returns the limit now in force.
+    static func raiseOpenFileLimit() -> Int {
+        var limit = rlimit()
+        #if canImport(Glibc)
+            let resource = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
+        #else
+            let resource = RLIMIT_NOFILE
+        #endif
+        guard getrlimit(resource, &limit) == 0 else { return 1024 }
+        if limit.rlim_cur < limit.rlim_max {
+            var raised = limit
+            raised.rlim_cur = limit.rlim_max
+            if setrlimit(resource, &raised) == 0 { limit = raised }
+        }
+        return limit.rlim_cur == rlim_t.max ? 1 << 20 : Int(clamping: limit.rlim_cur)
     }
 
     /// `HOST:PORT`, `[IPv6]:PORT` or `:PORT` (loopback).
