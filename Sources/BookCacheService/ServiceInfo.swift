@@ -35,6 +35,7 @@ public struct ServiceInfo: Codable, Sendable, Hashable {
     public func write(in cacheRoot: URL) throws {
         let data = try JSONEncoder().encode(self)
         try data.write(to: Self.file(in: cacheRoot), options: .atomic)
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: Self.file(in: cacheRoot).path)
     }
 
     /// Removes the file if it still describes this process.

@@ -140,6 +140,7 @@ final class IndexStore: Sendable {
             // one it would bring back pages of the old.
             for suffix in ["-wal", "-shm"] { unlink(path + suffix) }
         }
+        SecretFiles.restrict(in: layout)
         return try SQLiteIndex(path: path) { (insert) throws(SQLiteError) in
             try populate(insert)
         }

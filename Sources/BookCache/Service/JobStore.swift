@@ -37,11 +37,12 @@ final class JobStore {
     init(layout: CacheLayout) throws(BookCacheError) {
         self.layout = layout
         do {
-            try FileManager.default.createDirectory(at: layout.root, withIntermediateDirectories: true)
+            try FileSystem.createDirectory(layout.root)
         } catch {
             throw .cacheDirectoryUnusable(layout.root.path, "cannot create it (\(error))")
         }
         do {
+            SecretFiles.restrict(in: layout)
             database = try SQLiteDatabase(path: layout.databaseFile.path)
             try database.execute(Self.schema)
         } catch {

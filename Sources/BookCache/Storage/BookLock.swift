@@ -76,7 +76,7 @@ final class BookLock: Sendable {
     static func tryAcquire(_ id: BookID, in layout: CacheLayout) throws -> BookLock? {
         #if os(Linux)
             let path = layout.bookLocksFile.path
-            let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+            let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
             guard fd >= 0 else { throw FileSystem.CallError(operation: "open lock", path: path, code: errno) }
             switch bookcache_try_lock_byte(fd, offset(of: id)) {
             case 0:
@@ -91,7 +91,7 @@ final class BookLock: Sendable {
             }
         #else
             let url = layout.bookLockFile(for: id)
-            let fd = open(url.path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+            let fd = open(url.path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
             guard fd >= 0 else { throw FileSystem.CallError(operation: "open lock", path: url.path, code: errno) }
             guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
                 let code = errno

@@ -22,7 +22,7 @@ struct FileLock {
     /// A shared lock on a cache that cannot be written (a read-only mount, say) is taken on the
     /// existing lock file opened read-only, or skipped when there is none: nobody can be writing.
     func withLock<T>(shared: Bool = false, _ body: () throws -> T) throws -> T {
-        var fd = open(url.path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        var fd = open(url.path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         if fd < 0 && shared && (errno == EROFS || errno == EACCES || errno == EPERM) {
             fd = open(url.path, O_RDONLY | O_CLOEXEC)
             if fd < 0 && errno == ENOENT { return try body() }

@@ -28,7 +28,8 @@ enum FileSystem {
         let folder = url.deletingLastPathComponent().path
         let tempFolder = temporaryFolder?.path ?? folder
         let temp = tempFolder + "/.\(url.lastPathComponent).\(getpid()).\(UUID().uuidString.prefix(8)).tmp"
-        let fd = open(temp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        // 0600: sidecars, settings and the like may hold a URL's login or a header's value.
+        let fd = open(temp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw CallError(operation: "create", path: temp, code: errno) }
         var ok = false
         defer {
@@ -88,14 +89,34 @@ enum FileSystem {
         close(fd)
     }
 
-    /// Creates a directory and its parents.
+    /// Creates a directory and its missing parents, each 0700: what the cache keeps (logins in
+    /// URLs, header values, job lines) is for its owner alone. Existing folders keep their mode.
     static func createDirectory(_ url: URL) throws {
         var isDirectory: ObjCBool = false
         if FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory) {
             if isDirectory.boolValue { return }
             throw CallError(operation: "create directory", path: url.path, code: ENOTDIR)
         }
-        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        let parent = url.deletingLastPathComponent()
+        if parent.path != url.path { try createDirectory(parent) }
+        guard mkdir(url.path, 0o700) == 0 || errno == EEXIST else {
+            throw CallError(operation: "create directory", path: url.path, code: errno)
+        }
+    }
+
+    /// Makes `url` readable and writable by its owner alone (0600), creating it empty when it
+    /// does not exist; `true` when an existing file was readable by others before. Best effort:
+    /// a file that cannot be changed (a read-only filesystem) is left as it is.
+    @discardableResult
+    static func restrictToOwner(_ url: URL) -> Bool {
+        var info = stat()
+        guard stat(url.path, &info) == 0 else {
+            let fd = open(url.path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+            if fd >= 0 { close(fd) }
+            return false
+        }
+        guard info.st_mode & 0o077 != 0 else { return false }
+        return chmod(url.path, 0o600) == 0
     }
 
     /// Removes a file; a file that is already gone is not an error.

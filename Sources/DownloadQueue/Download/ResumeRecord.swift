@@ -20,7 +20,9 @@ struct ResumeRecord: Codable, Equatable {
 
     func save(for destination: String) throws {
         let data = try JSONEncoder().encode(self)
+        // Owner only (0600), as everything beside a download that names its URL.
         try data.write(to: URL(fileURLWithPath: Self.path(for: destination)), options: .atomic)
+        _ = chmod(Self.path(for: destination), 0o600)
     }
 
     static func remove(for destination: String) {
