@@ -442,7 +442,9 @@ public final class TestHTTPServer: Sendable {
         headers.add(name: "ETag", value: etag)
         headers.add(name: "Last-Modified", value: "Mon, 01 Jan 2024 00:00:00 GMT")
         headers.add(name: "Accept-Ranges", value: "bytes")
-        headers.add(name: "Content-Type", value: path.hasSuffix(".pdf") ? "application/pdf" : "application/epub+zip")
+        headers.add(
+            name: "Content-Type",
+            value: path.hasSuffix(".pdf") ? "application/pdf" : path.hasSuffix(".html") ? "text/html; charset=utf-8" : "application/epub+zip")
         if honourRange, let range = requestHeaders.first(name: "Range"), range.hasPrefix("bytes=") {
             let ifRange = requestHeaders.first(name: "If-Range")
             if ifRange == nil || ifRange == etag {

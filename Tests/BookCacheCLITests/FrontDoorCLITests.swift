@@ -251,4 +251,71 @@ struct FrontDoorCLITests {
             #expect(try await service.http("GET", "/api/v1/stats").status == 200)
         }
     }
+
+    /// A page that posts a job for `book` to the service at `service` every way a page on another
+    /// origin can: forms (text/plain and urlencoded) and fetch (no-cors, and JSON with a preflight),
+    /// to /api/v1/jobs and //api/v1/jobs; it sets its title to "done" when all have answered.
+    static func attackPage(service: String, book: String) -> String {
+        let json = #"{"url": "\#(book)", "x": ""#
+        var forms = ""
+        var index = 0
+        for path in ["/api/v1/jobs", "//api/v1/jobs"] {
+            forms += """
+                <iframe name="sink\(index)"></iframe><form method="POST" action="\(service)\(path)" enctype="text/plain" target="sink\(index)">\
+                <input name='\(json)' value='"}'></form>
+                """
+            index += 1
+            forms += """
+                <iframe name="sink\(index)"></iframe><form method="POST" action="\(service)\(path)" target="sink\(index)">\
+                <input name="url" value="\(book)"></form>
+                """
+            index += 1
+        }
+        return """
+            <!DOCTYPE html><html><head><title>attacking</title></head><body>\(forms)
+            <script>
+            (async () => {
+              const body = JSON.stringify({ url: "\(book)" });
+              const results = [];
+              for (const path of ["/api/v1/jobs", "//api/v1/jobs"]) {
+                for (const init of [{ mode: "no-cors", headers: { "Content-Type": "text/plain" } }, { headers: { "Content-Type": "application/json" } }]) {
+                  try { const answer = await fetch("\(service)" + path, Object.assign({ method: "POST", credentials: "include", body }, init)); results.push(answer.type + ":" + answer.status); }
+                  catch (error) { results.push("refused"); }
+                }
+              }
+              const frames = [...document.querySelectorAll("iframe")];
+              await Promise.all([...document.forms].map((form, i) => new Promise((done) => { frames[i].onload = done; form.submit(); })));
+              document.body.dataset.results = results.join(" ");
+              document.title = "done";
+            })();
+            </script></body></html>
+            """
+    }
+
+    @Test(
+        "in a real Chromium: a page on another port of 127.0.0.1 (with the cookie) and a page on another host (without) post jobs by form and fetch — none is made",
+        .enabled(if: ServiceCLITests.chromiumInstalled, "chromium is not installed; scripts/test.sh installs Debian's chromium"))
+    func browserAttacks() async throws {
+        let books = TestHTTPServer(directory: Fixtures.books)
+        try await books.start()
+        defer { Task { try? await books.shutdown() } }
+        let attacker = TestHTTPServer()
+        try await attacker.start()
+        defer { Task { try? await attacker.shutdown() } }
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let service = try await Service.start(cache: dir.path("cache").path)
+        defer { service.process.send(SIGKILL) }
+        attacker.setFile(Data(Self.attackPage(service: service.base, book: "\(books.baseURL)/alice.epub").utf8), at: "attack.html")
+        let script = Fixtures.repositoryRoot.appendingPathComponent("Tests/browser/attack_check.py").path
+        let sameSite = "http://127.0.0.1:\(attacker.port)/attack.html"
+        let otherSite = "http://localhost:\(attacker.port)/attack.html"
+        let result = try await ProcessRunner.run(at: URL(fileURLWithPath: "/usr/bin/python3"), [script, service.loginLink, sameSite, otherSite])
+        #expect(result.status == 0, "\(result.stdout)\n\(result.stderr)")
+        #expect(result.stdout.contains("attacks done"), "\(result.stdout)")
+        let jobs = try await service.http("GET", "/api/v1/jobs").json["jobs"] as? [[String: Any]] ?? []
+        #expect(jobs.isEmpty, "a page on another origin made jobs: \(jobs)")
+        #expect(books.requestCount(for: "/alice.epub") == 0)
+        #expect(attacker.requestCount(for: "/attack.html") == 2, "both attack pages were opened")
+    }
 }
