@@ -22,7 +22,7 @@ final class EventStreams: Service, Sendable {
         /// Streams open at once.
         var maxStreams = 512
         /// Bytes waiting for one client before it is dropped.
-        var maxPendingBytes = 256 * 1024
+        var maxPendingBytes = 64 * 1024
         /// Events waiting for one client before it is dropped.
         var maxPendingEvents = 1024
         /// How often a comment line is sent to every stream.
@@ -63,8 +63,10 @@ final class EventStreams: Service, Sendable {
     }
 
     /// A mailbox for a new client; `nil` when ``Limits/maxStreams`` are open.
-    func open() -> Mailbox? {
-        let mailbox = Mailbox(limits: limits)
+    /// - Parameter onDrop: Called once if the client falls behind, to close its connection at
+    ///   once (a write already waiting for the client would otherwise wait for ever).
+    func open(onDrop: @escaping @Sendable () -> Void = {}) -> Mailbox? {
+        let mailbox = Mailbox(limits: limits, onDrop: onDrop)
         let opened = mailboxes.withLock { mailboxes -> Bool in
             guard mailboxes.count < limits.maxStreams else { return false }
             mailboxes[ObjectIdentifier(mailbox)] = mailbox
@@ -82,18 +84,19 @@ final class EventStreams: Service, Sendable {
     /// How many streams are open.
     var count: Int { mailboxes.withLock { $0.count } }
 
-    private func deliver(_ bytes: ByteBuffer) {
-        let dropped = mailboxes.withLock { mailboxes -> Int in
-            var dropped = 0
+    /// Hands one event's bytes to every client; drops those it would put over their bounds.
+    func deliver(_ bytes: ByteBuffer) {
+        let dropped = mailboxes.withLock { mailboxes -> [Mailbox] in
+            var dropped: [Mailbox] = []
             for (key, mailbox) in mailboxes where !mailbox.offer(bytes) {
                 mailboxes.removeValue(forKey: key)
-                dropped += 1
+                dropped.append(mailbox)
             }
             return dropped
         }
-        if dropped > 0 {
-            logger.info("dropped event streams whose clients fell behind; they reconnect", metadata: ["streams": "\(dropped)"])
-        }
+        guard !dropped.isEmpty else { return }
+        for mailbox in dropped { mailbox.onDrop() }
+        logger.info("dropped event streams whose clients fell behind; they reconnect", metadata: ["streams": "\(dropped.count)"])
     }
 
     /// What waits to be written to one client.
@@ -107,9 +110,12 @@ final class EventStreams: Service, Sendable {
 
         private let limits: Limits
         private let state = Mutex(State())
+        /// Closes the client's connection.
+        let onDrop: @Sendable () -> Void
 
-        init(limits: Limits) {
+        init(limits: Limits, onDrop: @escaping @Sendable () -> Void = {}) {
             self.limits = limits
+            self.onDrop = onDrop
         }
 
         /// Adds bytes for the client; `false` (and the mailbox closed) when that would put it

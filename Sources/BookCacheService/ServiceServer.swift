@@ -68,7 +68,7 @@ public struct ServiceServer: Sendable {
     /// next start) and returns.
     /// - Parameter onRunning: Called with the port once the server listens.
     public func run(onRunning: @escaping @Sendable (Int) async -> Void) async throws {
-        let router = Router()
+        let router = Router(context: ServiceRequestContext.self)
         let allowed = HostList(Self.allowedHosts(host: options.host, port: options.port))
         // Every request, routed or not: its Host and the spelling of its target.
         router.add(middleware: FrontDoorMiddleware(allowedHosts: allowed))
@@ -101,7 +101,7 @@ public struct ServiceServer: Sendable {
 
     // MARK: - Routes
 
-    private func addRoutes(to router: Router<BasicRequestContext>, streams: EventStreams) {
+    private func addRoutes(to router: Router<ServiceRequestContext>, streams: EventStreams) {
         let service = self.service
         let manager = service.manager
         let access = self.access
@@ -256,9 +256,12 @@ public struct ServiceServer: Sendable {
             return APIResponse.json(Removed(removed: id))
         }
 
-        api.get("events") { _, _ -> Response in
+        api.get("events") { _, context -> Response in
             // The mailbox is opened before the snapshot is read, so no change falls between them.
-            guard let mailbox = streams.open() else {
+            // A client that falls behind is disconnected at once: a write waiting for it to read
+            // would otherwise hold its buffers for as long as it does not.
+            let channel = context.channel
+            guard let mailbox = streams.open(onDrop: { channel.close(promise: nil) }) else {
                 throw APIUnavailable(message: "\(options.maxEventStreams) event streams are open already; try again shortly", retryAfter: 5)
             }
             let snapshot: String
@@ -273,11 +276,18 @@ public struct ServiceServer: Sendable {
                 headers: [.contentType: "text/event-stream", .cacheControl: "no-store"],
                 body: ResponseBody { writer in
                     defer { streams.close(mailbox) }
+                    // A small send buffer: a client that does not read holds 64 KiB of the kernel's
+                    // memory, not megabytes, and falls behind (and is dropped) that much sooner.
+                    try await channel.setOption(ChannelOptions.socketOption(.so_sndbuf), value: 64 * 1024)
                     try await writer.write(ByteBuffer(string: "retry: 2000\n: connected\n\n" + snapshot))
+                    // What came in meanwhile goes out as one write, at most 20 a second per client:
+                    // a burst of events costs each client a few writes, not one per event.
                     while let batch = await mailbox.next() {
                         var buffer = ByteBuffer()
+                        buffer.reserveCapacity(batch.reduce(0) { $0 + $1.readableBytes })
                         for var part in batch { buffer.writeBuffer(&part) }
                         try await writer.write(buffer)
+                        try await Task.sleep(for: .milliseconds(50))
                     }
                     try await writer.finish(nil)
                 })
@@ -323,7 +333,7 @@ extension ServiceServer {
     }
 
     /// The cached book the route's `:id` names; 404 when it is not cached.
-    static func book(_ context: BasicRequestContext, in manager: BookCacheManager) async throws -> CachedBookMetadata {
+    static func book(_ context: ServiceRequestContext, in manager: BookCacheManager) async throws -> CachedBookMetadata {
         let id = try BookID(parsing: context.parameters.get("id") ?? "")
         guard let book = try await manager.metadata(for: id) else { throw APINotFound(kind: "notCached", message: "\(id) is not cached") }
         return book
@@ -360,5 +370,18 @@ struct QueueRunner: Service {
             try await service.run()
         }
         logger.info("the download service stopped; unfinished jobs stay queued")
+    }
+}
+
+/// The context of every request: Hummingbird's basic one, plus the connection's channel, so an
+/// event stream whose client falls behind can be closed at once.
+struct ServiceRequestContext: RequestContext {
+    var coreContext: CoreRequestContextStorage
+    /// The request's connection.
+    let channel: any Channel
+
+    init(source: ApplicationRequestContextSource) {
+        coreContext = .init(source: source)
+        channel = source.channel
     }
 }

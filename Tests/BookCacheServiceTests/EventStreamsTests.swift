@@ -3,6 +3,7 @@ import BookCache
 import Foundation
 import Logging
 import NIOCore
+import Synchronization
 import Testing
 
 /// The event fan-out's bounds, on its own mailboxes: a client that does not read is dropped
@@ -60,5 +61,30 @@ struct EventStreamsTests {
         streams.close(one)
         #expect(streams.open() != nil, "a closed stream makes room")
         #expect(streams.count == 2)
+    }
+
+    @Test("the fan-out: a client that never reads is dropped (its connection closed through onDrop) while one that reads gets every event")
+    func fanOut() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("streams-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let manager = BookCacheManager(configuration: .init(rootDirectory: folder))
+        let service = DownloadService(manager: manager, logger: Logger(label: "test"))
+        let streams = EventStreams(
+            service: service, limits: .init(maxStreams: 4, maxPendingBytes: 4096, maxPendingEvents: 1000, heartbeat: .seconds(3600)),
+            logger: Logger(label: "test"))
+        let drops = Mutex(0)
+        let countDrop: @Sendable () -> Void = { drops.withLock { $0 += 1 } }
+        let recordDrop: @Sendable () -> Void = { Issue.record("the reading client was dropped") }
+        let silent = try #require(streams.open(onDrop: countDrop))
+        let reader = try #require(streams.open(onDrop: recordDrop))
+        var received = 0
+        for index in 0..<200 {
+            streams.deliver(ByteBuffer(string: "event: book\ndata: {\"id\": \"ebook-\(index)\"}\n\n"))
+            received += try #require(await reader.next()).count
+        }
+        #expect(received == 200, "the reader got every event")
+        #expect(drops.withLock { $0 } == 1, "the silent client was dropped once")
+        #expect(await silent.next() == nil, "and its stream has ended")
+        #expect(streams.count == 1, "only the reader is left")
     }
 }
