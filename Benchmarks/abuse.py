@@ -9,7 +9,7 @@ with a 10 s limit; a request past it counts as failed), how many failed, and the
 RSS.
 
 - idle: 1,100 connections that send nothing are held open while the requests are made.
-- dropped streams: 1,140 event-stream requests are opened and dropped at once; requests are
+- dropped streams: 1,140 event-stream requests are opened and dropped at once, unread; requests are
   made right after, and again after 35 s (two heartbeats); the service's sockets left in
   CLOSE-WAIT are counted then.
 - slow readers: 300 event-stream clients that never read (4 KiB receive buffers), while 2,000
@@ -146,15 +146,11 @@ try:
             streams.append(sock)
         except OSError:
             pass
-    answered = 0
+    # Every stream is dropped at once, unread: those the service has accepted and those still in
+    # its listen backlog
     for sock in streams:
-        try:
-            if sock.recv(64).startswith(b"HTTP/1.1 200"):
-                answered += 1
-        except OSError:
-            pass
         sock.close()
-    row("right after 1,140 event streams dropped", requests(service), service, f"{answered} streams answered 200")
+    row("right after 1,140 event streams dropped", requests(service), service, f"{len(streams)} opened, dropped unread")
     time.sleep(35)
     row("35 s after", requests(service), service, f"{service.close_wait()} sockets in CLOSE-WAIT")
     service.stop()

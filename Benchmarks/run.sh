@@ -2,7 +2,7 @@
 # BookCache benchmarks against curl and aria2 on loopback (nginx with sendfile). Not a test: it
 # prints a table of medians and ratios and writes it to Benchmarks/results/latest.md.
 #
-#   Benchmarks/run.sh [all|batch|small|large|limit|index|service|verify] [ROUNDS]
+#   Benchmarks/run.sh [all|batch|small|large|limit|index|service|abuse|verify] [ROUNDS]
 #
 # Installs nginx, aria2, curl and python3 when missing; builds bookcache in release mode.
 set -euo pipefail
@@ -165,6 +165,13 @@ if [ "$what" = all ] || [ "$what" = service ]; then
   books 1 65536 idx
   seq 0 499 | sed "s#.*#$base/m&.epub#" >"$work/batch-500.txt"
   python3 Benchmarks/service.py "$bin" "$base" "$work" "$rounds" | tee -a "$out"
+fi
+
+if [ "$what" = all ] || [ "$what" = abuse ]; then
+  # bookcache serve under abuse: idle connections, dropped and non-reading event streams, with
+  # request latency and peak RSS (Benchmarks/abuse.py prints its own table).
+  echo | tee -a "$out"
+  python3 Benchmarks/abuse.py "$bin" | tee -a "$out"
 fi
 
 if [ "$what" = all ] || [ "$what" = verify ]; then
