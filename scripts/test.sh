@@ -37,6 +37,8 @@ if ! command -v tmux >/dev/null 2>&1; then
   echo "installing tmux for the live display test" >&2
   scripts/apt-install.sh tmux || echo "warning: tmux could not be installed; the live display test will be skipped" >&2
 fi
+# The code is formatted as .swift-format says (swift format format -i -r Sources Tests Examples Package.swift fixes it).
+swift format lint --strict -r Sources Tests Examples Package.swift
 swift build
 # A hang must fail with a clue, not run into CI's limit: the run is stopped after
 # BOOKCACHE_TEST_MINUTES (30) and the tests that started and never ended are named.

@@ -33,7 +33,9 @@ final class Shelf {
             case .validating(let id):
                 show("\(id): validating")
             case .cached(let book, let alreadyCached):
-                show("\(book.id): \(alreadyCached ? "already on the shelf" : "on the shelf") (\(book.format.rawValue), \(book.fileSize) bytes)")
+                show(
+                    "\(book.id): \(alreadyCached ? "already on the shelf" : "on the shelf") (\(book.format.rawValue), \(book.fileSize) bytes)"
+                )
                 ended += 1
             case .failed(let id, let error):
                 show("\(id): not added — \(Self.explain(error))")
@@ -76,7 +78,7 @@ func read(_ request: BookDownloadRequest, with manager: BookCacheManager) async 
         let file = try await manager.open(request)
         // Hand `file` to the reader view.
         _ = file
-    } catch where error.kind == .offline {
+    } catch  where error.kind == .offline {
         // `open` throws only BookCacheError, so `error` is one: match on its kind.
         // "not cached and the network is unavailable": say so, offer the cached books.
     } catch {

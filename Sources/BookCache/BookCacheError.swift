@@ -185,7 +185,9 @@ public struct BookCacheError: Error, Sendable, CustomStringConvertible {
     static func offline(_ id: BookID, cause: any Error) -> BookCacheError {
         var error = BookCacheError(
             .offline,
-            MessageTemplate("%1$@ is not cached and the network is unavailable (%2$@); connect and try again", .verbatim(id.description), .verbatim("\(cause)")))
+            MessageTemplate(
+                "%1$@ is not cached and the network is unavailable (%2$@); connect and try again", .verbatim(id.description),
+                .verbatim("\(cause)")))
         error.bookID = id.description
         error.underlying = cause
         return error
@@ -213,7 +215,8 @@ public struct BookCacheError: Error, Sendable, CustomStringConvertible {
             .identifierInUse,
             MessageTemplate(
                 "%1$@ is already cached from another URL (%2$@), so %3$@ is a different book; give it an id of its own",
-                .verbatim(id.description), .verbatim(URL(string: other).map(URLRedaction.redacted) ?? other), .verbatim(URLRedaction.redacted(url))))
+                .verbatim(id.description), .verbatim(URL(string: other).map(URLRedaction.redacted) ?? other),
+                .verbatim(URLRedaction.redacted(url))))
         error.remedy = .giveOwnID
         error.bookID = id.description
         return error
@@ -235,7 +238,8 @@ public struct BookCacheError: Error, Sendable, CustomStringConvertible {
     static func budgetFull(_ id: BookID, size: Int64, budget: Int64?, keep: Int?) -> BookCacheError {
         let limits: MessageTemplate
         switch (budget, keep) {
-        case (let budget?, let keep?): limits = MessageTemplate("a budget of %1$@ and at most %2$@ books", .size(budget), .verbatim("\(keep)"))
+        case (let budget?, let keep?):
+            limits = MessageTemplate("a budget of %1$@ and at most %2$@ books", .size(budget), .verbatim("\(keep)"))
         case (let budget?, nil): limits = MessageTemplate("a budget of %1$@", .size(budget))
         case (nil, let keep?): limits = MessageTemplate("at most %1$@ books", .verbatim("\(keep)"))
         case (nil, nil): limits = MessageTemplate("the cache's limits")
@@ -311,13 +315,15 @@ public struct BookCacheError: Error, Sendable, CustomStringConvertible {
     }
 
     static func invalidIdentifier(_ value: String, reason: String) -> BookCacheError {
-        var error = BookCacheError(.invalidIdentifier, MessageTemplate("invalid book id '%1$@': %2$@", .verbatim(value.debugEscaped), .verbatim(reason)))
+        var error = BookCacheError(
+            .invalidIdentifier, MessageTemplate("invalid book id '%1$@': %2$@", .verbatim(value.debugEscaped), .verbatim(reason)))
         error.reason = reason
         return error
     }
 
     static func invalidURL(_ value: String, reason: String) -> BookCacheError {
-        var error = BookCacheError(.invalidURL, MessageTemplate("invalid URL '%1$@': %2$@", .verbatim(value.debugEscaped), .verbatim(reason)))
+        var error = BookCacheError(
+            .invalidURL, MessageTemplate("invalid URL '%1$@': %2$@", .verbatim(value.debugEscaped), .verbatim(reason)))
         error.reason = reason
         return error
     }
@@ -345,7 +351,8 @@ public struct BookCacheError: Error, Sendable, CustomStringConvertible {
         var error = BookCacheError(
             .unexpected,
             MessageTemplate(
-                "download of %1$@ failed unexpectedly (%2$@); try again, and report it if it persists", .verbatim(id.description), .verbatim("\(cause)")))
+                "download of %1$@ failed unexpectedly (%2$@); try again, and report it if it persists", .verbatim(id.description),
+                .verbatim("\(cause)")))
         error.bookID = id.description
         error.underlying = cause
         return error

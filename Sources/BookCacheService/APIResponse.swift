@@ -17,7 +17,9 @@ enum APIResponse {
         }
     }
 
-    static func error(_ status: HTTPResponse.Status, kind: String, _ message: String, problems: [DownloadService.SubmissionError.Problem] = []) -> Response {
+    static func error(
+        _ status: HTTPResponse.Status, kind: String, _ message: String, problems: [DownloadService.SubmissionError.Problem] = []
+    ) -> Response {
         struct Body: Encodable {
             struct Detail: Encodable {
                 var kind: String

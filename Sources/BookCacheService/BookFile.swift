@@ -10,7 +10,8 @@ import Hummingbird
 /// body. The file is opened before the response is sent, so an eviction meanwhile cannot cut it
 /// short.
 enum BookFile {
-    static func response(for url: URL, book: CachedBookMetadata, range: String?, ifRange: String? = nil, headOnly: Bool = false) -> Response {
+    static func response(for url: URL, book: CachedBookMetadata, range: String?, ifRange: String? = nil, headOnly: Bool = false) -> Response
+    {
         let handle: FileHandle
         let size: Int64
         do {

@@ -86,7 +86,8 @@ public final class ServiceAccess: Sendable {
         do {
             let attributes = try FileManager.default.attributesOfItem(atPath: file.path)
             guard let mode = (attributes[.posixPermissions] as? NSNumber)?.intValue, mode & 0o077 == 0 else {
-                throw ServiceSetupError("\(file.lastPathComponent) may be read by other users; run chmod 600 \(file.path), or delete it for a new token")
+                throw ServiceSetupError(
+                    "\(file.lastPathComponent) may be read by other users; run chmod 600 \(file.path), or delete it for a new token")
             }
             text = try String(contentsOf: file, encoding: .utf8)
         } catch let error as ServiceSetupError {
@@ -205,7 +206,8 @@ struct FrontDoorMiddleware<Context: RequestContext>: RouterMiddleware {
             }
         } else {
             response = APIResponse.error(
-                .misdirectedRequest, kind: "misdirectedRequest", "this service answers only to \(allowedHosts.all.sorted().joined(separator: ", "))")
+                .misdirectedRequest, kind: "misdirectedRequest",
+                "this service answers only to \(allowedHosts.all.sorted().joined(separator: ", "))")
         }
         response.headers[.xContentTypeOptions] = "nosniff"
         response.headers[.init("Cross-Origin-Resource-Policy")!] = "same-origin"
@@ -226,7 +228,9 @@ enum RequestTarget {
         for segment in path.dropFirst().split(separator: "/", omittingEmptySubsequences: false) {
             if segment.isEmpty { return "the path has an empty segment (// or a trailing /)" }
             if segment == "." || segment == ".." { return "the path has a . or .. segment" }
-            if !segment.utf8.allSatisfy(isUnreserved) { return "the path has a character outside A-Z a-z 0-9 - . _ ~ (percent-encoding included)" }
+            if !segment.utf8.allSatisfy(isUnreserved) {
+                return "the path has a character outside A-Z a-z 0-9 - . _ ~ (percent-encoding included)"
+            }
         }
         return nil
     }
@@ -265,7 +269,8 @@ struct RequireAccessMiddleware<Context: RequestContext>: RouterMiddleware {
         case .none:
             return APIResponse.error(
                 .unauthorized, kind: "unauthorized",
-                "send Authorization: Bearer TOKEN (bookcache serve --print-token prints it), or open the login link bookcache serve printed")
+                "send Authorization: Bearer TOKEN (bookcache serve --print-token prints it), or open the login link bookcache serve printed"
+            )
         }
     }
 
@@ -273,7 +278,8 @@ struct RequireAccessMiddleware<Context: RequestContext>: RouterMiddleware {
     static func crossOriginProblem(_ request: Request) -> String? {
         let fetchSite = request.headers[.init("Sec-Fetch-Site")!]?.lowercased()
         if let fetchSite, fetchSite != "same-origin", fetchSite != "none" {
-            return "the browser says this request comes from another origin (Sec-Fetch-Site: \(fetchSite)); only the service's own page may use its session"
+            return
+                "the browser says this request comes from another origin (Sec-Fetch-Site: \(fetchSite)); only the service's own page may use its session"
         }
         guard request.method != .get, request.method != .head else { return nil }
         let mediaType = request.headers[.contentType]?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased()

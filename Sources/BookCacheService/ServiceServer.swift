@@ -128,7 +128,11 @@ public struct ServiceServer: Sendable {
             guard let code = request.uri.queryParameters.get("code"), let session = access.redeem(code) else {
                 return Response(
                     status: .unauthorized, headers: [.contentType: "text/plain; charset=utf-8"],
-                    body: ResponseBody(byteBuffer: ByteBuffer(string: "This login link was used already, is older than 5 minutes, or is unknown. Run `bookcache serve --login-link` for a new one.\n")))
+                    body: ResponseBody(
+                        byteBuffer: ByteBuffer(
+                            string:
+                                "This login link was used already, is older than 5 minutes, or is unknown. Run `bookcache serve --login-link` for a new one.\n"
+                        )))
             }
             return Response(
                 status: .seeOther,
@@ -163,7 +167,8 @@ public struct ServiceServer: Sendable {
                 var jobs: [APIJob]
                 var counts: [String: Int]
             }
-            return APIResponse.json(Listing(jobs: jobs.map(APIJob.init), counts: Dictionary(uniqueKeysWithValues: counts.map { ($0.key.rawValue, $0.value) })))
+            return APIResponse.json(
+                Listing(jobs: jobs.map(APIJob.init), counts: Dictionary(uniqueKeysWithValues: counts.map { ($0.key.rawValue, $0.value) })))
         }
         api.get("jobs/:id") { request, context -> Response in
             let id = context.parameters.get("id") ?? ""
@@ -329,7 +334,8 @@ extension ServiceServer {
         let jobs = try await service.jobs(limit: 200)
         let counts = try await service.jobCounts()
         return ServerSentEvent.encode(
-            name: "snapshot", Snapshot(jobs: jobs.map(APIJob.init), counts: Dictionary(uniqueKeysWithValues: counts.map { ($0.key.rawValue, $0.value) })))
+            name: "snapshot",
+            Snapshot(jobs: jobs.map(APIJob.init), counts: Dictionary(uniqueKeysWithValues: counts.map { ($0.key.rawValue, $0.value) })))
     }
 
     /// The cached book the route's `:id` names; 404 when it is not cached.

@@ -59,7 +59,8 @@ public final class CalibreServer: Sendable {
         case .digest(let user, let password), .basic(let user, let password):
             let database = workDirectory.appendingPathComponent("users-\(port).sqlite")
             let added = try await ProcessRunner.run(
-                at: URL(fileURLWithPath: "/usr/bin/calibre-server"), ["--userdb", database.path, "--manage-users", "--", "add", user, password],
+                at: URL(fileURLWithPath: "/usr/bin/calibre-server"),
+                ["--userdb", database.path, "--manage-users", "--", "add", user, password],
                 environment: ["XDG_RUNTIME_DIR": NSTemporaryDirectory()])
             guard added.status == 0 else { throw ProcessRunnerError(message: "calibre-server --manage-users failed: \(added.stderr)") }
             arguments += ["--enable-auth", "--userdb", database.path]

@@ -97,7 +97,10 @@ public final class NginxServer: Sendable {
             try await Task.sleep(for: .milliseconds(25))
         }
         try await server.stop()
-        throw ProcessRunnerError(message: "nginx did not start listening: \((try? String(contentsOf: work.appendingPathComponent("error.log"), encoding: .utf8)) ?? "")")
+        throw ProcessRunnerError(
+            message:
+                "nginx did not start listening: \((try? String(contentsOf: work.appendingPathComponent("error.log"), encoding: .utf8)) ?? "")"
+        )
     }
 
     private static func accepts(port: Int) -> Bool {

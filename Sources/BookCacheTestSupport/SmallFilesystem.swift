@@ -36,7 +36,8 @@ public final class SmallFilesystem: Sendable {
         // Synchronous (the suite's `enabled(if:)` asks at once); mount and umount return quickly.
         let result = try ProcessRunner.launch(at: URL(fileURLWithPath: tool), arguments, timeLimit: .seconds(60)).waitBlocking()
         guard result.status == 0 else {
-            throw ProcessRunnerError(message: "\(tool) \(arguments.joined(separator: " ")) failed with status \(result.status): \(result.stderr)")
+            throw ProcessRunnerError(
+                message: "\(tool) \(arguments.joined(separator: " ")) failed with status \(result.status): \(result.stderr)")
         }
     }
 }

@@ -56,11 +56,12 @@ public enum StoredZIP {
             <metadata xmlns:dc="http://purl.org/dc/elements/1.1/"><dc:title>Big</dc:title><dc:identifier id="id">big</dc:identifier></metadata>
             <manifest>\(manifest)</manifest><spine>\(spine)</spine></package>
             """
-        return make([
-            ("mimetype", Array("application/epub+zip".utf8)),
-            ("META-INF/container.xml", Array(container.utf8)),
-            ("OEBPS/content.opf", Array(opf.utf8)),
-        ] + files)
+        return make(
+            [
+                ("mimetype", Array("application/epub+zip".utf8)),
+                ("META-INF/container.xml", Array(container.utf8)),
+                ("OEBPS/content.opf", Array(opf.utf8)),
+            ] + files)
     }
 
     /// Deterministic pseudo-random bytes.

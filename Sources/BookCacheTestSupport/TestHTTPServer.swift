@@ -1,12 +1,12 @@
 import Foundation
-
-#if canImport(Glibc)
-    import Glibc
-#endif
 import NIOCore
 import NIOHTTP1
 import NIOPosix
 import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// A real HTTP/1.1 server on `127.0.0.1` with an ephemeral port, for tests and the demo.
 ///
@@ -168,7 +168,8 @@ public final class TestHTTPServer: Sendable {
     public func setFile(_ data: Data, at name: String, etag: String? = nil) {
         state.withLock {
             $0.files["/" + name] = data
-            $0.etags["/" + name] = etag ?? "\"\(String(UInt32(truncatingIfNeeded: data.hashValue &* 31 &+ data.count), radix: 16))-\(data.count)\""
+            $0.etags["/" + name] =
+                etag ?? "\"\(String(UInt32(truncatingIfNeeded: data.hashValue &* 31 &+ data.count), radix: 16))-\(data.count)\""
         }
     }
 
@@ -310,7 +311,9 @@ public final class TestHTTPServer: Sendable {
 
     fileprivate func reply(to uri: String, headers: HTTPHeaders) -> Reply {
         let (path, query) = Self.split(uri)
-        if let auth = state.withLock({ $0.basicAuth }), path.hasPrefix(auth.pathPrefix), headers.first(name: "Authorization") != auth.authorization {
+        if let auth = state.withLock({ $0.basicAuth }), path.hasPrefix(auth.pathPrefix),
+            headers.first(name: "Authorization") != auth.authorization
+        {
             var reply = Self.statusReply(401)
             reply.headers.replaceOrAdd(name: "WWW-Authenticate", value: #"Basic realm="bookcache test""#)
             return reply
@@ -444,7 +447,8 @@ public final class TestHTTPServer: Sendable {
         headers.add(name: "Accept-Ranges", value: "bytes")
         headers.add(
             name: "Content-Type",
-            value: path.hasSuffix(".pdf") ? "application/pdf" : path.hasSuffix(".html") ? "text/html; charset=utf-8" : "application/epub+zip")
+            value: path.hasSuffix(".pdf")
+                ? "application/pdf" : path.hasSuffix(".html") ? "text/html; charset=utf-8" : "application/epub+zip")
         if honourRange, let range = requestHeaders.first(name: "Range"), range.hasPrefix("bytes=") {
             let ifRange = requestHeaders.first(name: "If-Range")
             if ifRange == nil || ifRange == etag {
@@ -488,7 +492,8 @@ public final class TestHTTPServer: Sendable {
 
 extension RequestHandler {
     /// Writes `body` a chunk at a time with pauses, then ends the response.
-    fileprivate func writeSlowly(_ body: Data, offset: Int, chunk: Int, pause: TimeAmount, context: ChannelHandlerContext, keepAlive: Bool) {
+    fileprivate func writeSlowly(_ body: Data, offset: Int, chunk: Int, pause: TimeAmount, context: ChannelHandlerContext, keepAlive: Bool)
+    {
         let server = self.server
         let end = min(offset + chunk, body.count)
         var buffer = context.channel.allocator.buffer(capacity: end - offset)

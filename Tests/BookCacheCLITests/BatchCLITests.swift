@@ -31,7 +31,9 @@ struct BatchCLITests {
             #expect(result.stderr.contains("line 6: 'url' must be a string"))
             #expect(result.stderr.contains("CRC"))
             let json = try await bookcache(["download", "--from", file.path, "--cache-dir", cache, "--retries", "0", "--json"])
-            let lines = json.stdout.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+            let lines = json.stdout.split(separator: "\n").compactMap {
+                try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+            }
             let crc = lines.first { ($0["id"] as? String)?.hasPrefix("ebook-crc-flip") == true }
             #expect(crc?["kind"] as? String == "fileCorrupted")
             #expect(crc?["refusal"] as? String == "damagedEntry", "\(json.stdout)")
@@ -63,7 +65,8 @@ struct BatchCLITests {
     func jsonFromStdin() async throws {
         try await serving { server, cache, _ in
             let manifest = "\(server.baseURL)/alice.epub\n{\"url\": \"\(server.baseURL)/missing.epub\", \"id\": \"gone\"}\n"
-            let result = try await bookcache(["download", "--from", "-", "--json", "--retries", "0", "--cache-dir", cache], stdin: Data(manifest.utf8))
+            let result = try await bookcache(
+                ["download", "--from", "-", "--json", "--retries", "0", "--cache-dir", cache], stdin: Data(manifest.utf8))
             #expect(result.status == 69, "one book failed, with a 404: unavailable")
             let objects = try result.stdout.split(separator: "\n").map {
                 try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] ?? [:]
@@ -121,16 +124,18 @@ struct BatchCLITests {
         }
     }
 
-    @Test("bad batch options are refused before any I/O", arguments: [
-        ["download"],
-        ["download", "URL/alice.epub", "--concurrency", "0"],
-        ["download", "URL/alice.epub", "--concurrency", "-3"],
-        ["download", "URL/alice.epub", "--concurrency", "99999999999999999999"],
-        ["download", "URL/alice.epub", "--retries", "-1"],
-        ["download", "URL/alice.epub", "URL/pride.epub", "--id", "x"],
-        ["download", "--from", "/nonexistent/manifest.jsonl"],
-        ["download", "URL/alice.epub", "ftp://nope/x.epub"],
-    ])
+    @Test(
+        "bad batch options are refused before any I/O",
+        arguments: [
+            ["download"],
+            ["download", "URL/alice.epub", "--concurrency", "0"],
+            ["download", "URL/alice.epub", "--concurrency", "-3"],
+            ["download", "URL/alice.epub", "--concurrency", "99999999999999999999"],
+            ["download", "URL/alice.epub", "--retries", "-1"],
+            ["download", "URL/alice.epub", "URL/pride.epub", "--id", "x"],
+            ["download", "--from", "/nonexistent/manifest.jsonl"],
+            ["download", "URL/alice.epub", "ftp://nope/x.epub"],
+        ])
     func refused(arguments: [String]) async throws {
         try await serving { server, cache, _ in
             let args = arguments.map { $0.replacingOccurrences(of: "URL/", with: "\(server.baseURL)/") } + ["--cache-dir", cache]
@@ -158,7 +163,8 @@ struct BatchCLITests {
             let manifest = "\(server.baseURL)/alice.epub\n\(server.baseURL)/pride.epub\n"
             let file = dir.path("m.jsonl")
             try Data(manifest.utf8).write(to: file)
-            let process = try ProcessRunner.launch("bookcache", ["download", "--from", file.path, "--cache-dir", cache, "--concurrency", "1"])
+            let process = try ProcessRunner.launch(
+                "bookcache", ["download", "--from", file.path, "--cache-dir", cache, "--concurrency", "1"])
             await server.waitForRequests(count: 2)
             process.send(SIGTERM)
             let result = await process.wait()

@@ -43,8 +43,11 @@ struct BudgetCLITests {
             #expect(try await bookcache(["config", "unset", "keep"], cache).status == 0)
             let unset = try await bookcache(["config", "get", "keep"], cache)
             #expect(unset.status == 1)
-            for bad in [["config", "set", "colour", "red"], ["config", "set", "max-size", "lots"], ["config", "set", "keep", "-3"], ["config", "get", "nope"],
-                ["config", "set", "proxy", "ftp://x:1"], ["config", "set", "limit-rate", "10B"], ["config", "set", "netrc", "relative/.netrc"],
+            for bad in [
+                ["config", "set", "colour", "red"], ["config", "set", "max-size", "lots"], ["config", "set", "keep", "-3"],
+                ["config", "get", "nope"],
+                ["config", "set", "proxy", "ftp://x:1"], ["config", "set", "limit-rate", "10B"],
+                ["config", "set", "netrc", "relative/.netrc"],
             ] {
                 let result = try await bookcache(bad, cache)
                 #expect(result.status == 64, "\(bad): \(result.stderr)")
@@ -57,7 +60,8 @@ struct BudgetCLITests {
         try await serving { server, cache, _ in
             let first = try await bookcache(["download", "\(server.baseURL)/b0.epub", "--id", "b0", "--pin"], cache)
             #expect(first.status == 0, "\(first.stderr)")
-            let batch = try await bookcache(["download", "--from", "-", "--max-size", "5KiB", "--concurrency", "1"], cache, stdin: manifest(server, 1..<6))
+            let batch = try await bookcache(
+                ["download", "--from", "-", "--max-size", "5KiB", "--concurrency", "1"], cache, stdin: manifest(server, 1..<6))
             #expect(batch.status == 0, "\(batch.stderr)")
             let list = try await bookcache(["list", "--json"], cache)
             let records = try JSONSerialization.jsonObject(with: Data(list.stdout.utf8)) as? [[String: Any]] ?? []

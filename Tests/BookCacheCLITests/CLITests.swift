@@ -7,7 +7,8 @@ import Testing
 @Suite("bookcache command line")
 struct CLITests {
     func bookcache(_ arguments: [String], stdin: Data? = nil) async throws -> ProcessResult {
-        try await ProcessRunner.run("bookcache", arguments, environment: ["BOOKCACHE_DIR": "", "XDG_CACHE_HOME": "/nonexistent-xdg"], stdin: stdin)
+        try await ProcessRunner.run(
+            "bookcache", arguments, environment: ["BOOKCACHE_DIR": "", "XDG_CACHE_HOME": "/nonexistent-xdg"], stdin: stdin)
     }
 
     func serving(_ body: (TestHTTPServer, String) async throws -> Void) async throws {
@@ -18,11 +19,15 @@ struct CLITests {
     func roundTrip() async throws {
         try await serving { server, cache in
             // When two books are downloaded
-            let first = try await bookcache(["download", "\(server.baseURL)/alice.epub", "--id", "alice", "--cache-dir", cache, "--title", "Alice"])
+            let first = try await bookcache([
+                "download", "\(server.baseURL)/alice.epub", "--id", "alice", "--cache-dir", cache, "--title", "Alice",
+            ])
             #expect(first.status == 0, "\(first.stderr)")
             #expect(first.stdout.contains("cached ebook-alice"))
             #expect(first.stderr.isEmpty, "no progress noise when not on a terminal: \(first.stderr)")
-            let second = try await bookcache(["--cache-dir", cache, "download", "\(server.baseURL)/fixture-monthly-2024-05.pdf", "--type", "magazine", "--id", "may"])
+            let second = try await bookcache([
+                "--cache-dir", cache, "download", "\(server.baseURL)/fixture-monthly-2024-05.pdf", "--type", "magazine", "--id", "may",
+            ])
             #expect(second.status == 0, "\(second.stderr)")
 
             // Then a second download of the same book does nothing
@@ -49,7 +54,9 @@ struct CLITests {
             #expect(alice?["localPath"] as? String == "ebooks/alice.epub")
             #expect(alice?["format"] as? String == "epub")
             #expect((alice?["checksum"] as? String)?.count == 64)
-            #expect((alice?["downloadedAt"] as? String).flatMap { try? Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse($0) } != nil)
+            #expect(
+                (alice?["downloadedAt"] as? String).flatMap { try? Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse($0) }
+                    != nil)
 
             // And path prints the absolute file
             let path = try await bookcache(["path", "ebook-alice", "--cache-dir", cache])
@@ -77,19 +84,21 @@ struct CLITests {
         }
     }
 
-    @Test("bad ids, URLs and checksums are refused before any I/O", arguments: [
-        ["download", "URL/alice.epub", "--id", "../etc"],
-        ["download", "URL/alice.epub", "--id", ".hidden"],
-        ["download", "URL/alice.epub", "--id", "a\u{0430}"],
-        ["download", "URL/alice.epub", "--type", "comic"],
-        ["download", "ftp://example.com/a.epub"],
-        ["download", "not a url"],
-        ["download", "URL/alice.epub", "--sha256", "xyz"],
-        ["download", "URL/alice.epub", "--cover-url", "file:///etc/passwd"],
-        ["path", "alice"],
-        ["path", "ebook-a/b"],
-        ["delete", "ebook-ok", "magazine-.."],
-    ])
+    @Test(
+        "bad ids, URLs and checksums are refused before any I/O",
+        arguments: [
+            ["download", "URL/alice.epub", "--id", "../etc"],
+            ["download", "URL/alice.epub", "--id", ".hidden"],
+            ["download", "URL/alice.epub", "--id", "a\u{0430}"],
+            ["download", "URL/alice.epub", "--type", "comic"],
+            ["download", "ftp://example.com/a.epub"],
+            ["download", "not a url"],
+            ["download", "URL/alice.epub", "--sha256", "xyz"],
+            ["download", "URL/alice.epub", "--cover-url", "file:///etc/passwd"],
+            ["path", "alice"],
+            ["path", "ebook-a/b"],
+            ["delete", "ebook-ok", "magazine-.."],
+        ])
     func refusedBeforeIO(arguments: [String]) async throws {
         try await serving { server, cache in
             let args = arguments.map { $0.replacingOccurrences(of: "URL/", with: "\(server.baseURL)/") } + ["--cache-dir", cache]
@@ -101,14 +110,16 @@ struct CLITests {
         }
     }
 
-    @Test("each corrupt fixture fails with one clear line and is not cached", arguments: [
-        ("corrupt/crc-flip.epub", "CRC"),
-        ("corrupt/truncated.epub", "truncated"),
-        ("corrupt/missing-spine-item.epub", "spine"),
-        ("corrupt/no-container.epub", "container.xml is missing"),
-        ("corrupt/error-page.epub", "HTML page"),
-        ("corrupt/truncated.pdf", "truncated"),
-    ])
+    @Test(
+        "each corrupt fixture fails with one clear line and is not cached",
+        arguments: [
+            ("corrupt/crc-flip.epub", "CRC"),
+            ("corrupt/truncated.epub", "truncated"),
+            ("corrupt/missing-spine-item.epub", "spine"),
+            ("corrupt/no-container.epub", "container.xml is missing"),
+            ("corrupt/error-page.epub", "HTML page"),
+            ("corrupt/truncated.pdf", "truncated"),
+        ])
     func corrupt(name: String, reason: String) async throws {
         try await serving { server, cache in
             let result = try await bookcache(["download", "\(server.baseURL)/\(name)", "--cache-dir", cache])
@@ -158,7 +169,8 @@ struct CLITests {
     @Test("the cache directory comes from BOOKCACHE_DIR when --cache-dir is absent")
     func environmentDirectory() async throws {
         try await serving { server, cache in
-            let result = try await ProcessRunner.run("bookcache", ["download", "\(server.baseURL)/pride.epub", "--id", "pride"], environment: ["BOOKCACHE_DIR": cache])
+            let result = try await ProcessRunner.run(
+                "bookcache", ["download", "\(server.baseURL)/pride.epub", "--id", "pride"], environment: ["BOOKCACHE_DIR": cache])
             #expect(result.status == 0, "\(result.stderr)")
             #expect(FileManager.default.fileExists(atPath: cache + "/ebooks/pride.epub"))
         }
@@ -270,14 +282,19 @@ struct CLITests {
         #expect(try canonical(listed) == canonical(expected))
     }
 
-    @Test("mistyped options and subcommands are named with a suggestion, never read as URLs; -o says where books go", arguments: [
-        (["download", "--concurency", "2", "http://127.0.0.1:1/a.epub"], "Unknown option '--concurency' for 'bookcache download'. Did you mean '--concurrency'?"),
-        (["download", "-o", "x.epub", "http://127.0.0.1:1/a.epub"], "bookcache path ID"),
-        (["dowload", "http://127.0.0.1:1/a.epub"], "Unknown subcommand 'dowload' of 'bookcache'. Did you mean 'download'?"),
-        (["queue", "lst"], "Did you mean 'list'?"),
-        (["list", "--jsonn"], "Did you mean '--json'?"),
-        (["sync", "http://127.0.0.1:1/f", "--kep", "3"], "Did you mean '--keep'?"),
-    ])
+    @Test(
+        "mistyped options and subcommands are named with a suggestion, never read as URLs; -o says where books go",
+        arguments: [
+            (
+                ["download", "--concurency", "2", "http://127.0.0.1:1/a.epub"],
+                "Unknown option '--concurency' for 'bookcache download'. Did you mean '--concurrency'?"
+            ),
+            (["download", "-o", "x.epub", "http://127.0.0.1:1/a.epub"], "bookcache path ID"),
+            (["dowload", "http://127.0.0.1:1/a.epub"], "Unknown subcommand 'dowload' of 'bookcache'. Did you mean 'download'?"),
+            (["queue", "lst"], "Did you mean 'list'?"),
+            (["list", "--jsonn"], "Did you mean '--json'?"),
+            (["sync", "http://127.0.0.1:1/f", "--kep", "3"], "Did you mean '--keep'?"),
+        ])
     func typos(arguments: [String], message: String) async throws {
         let result = try await bookcache(arguments + ["--cache-dir", "/nonexistent-bookcache-typo-test"])
         #expect(result.status == 64)
@@ -291,7 +308,9 @@ struct CLITests {
         defer { dir.remove() }
         let result = try await bookcache(["open", "ebook-nowhere", "--cache-dir", dir.path("cache").path])
         #expect(result.status == 1)
-        #expect(result.stderr.contains("ebook-nowhere is not cached; download it first (bookcache download URL --id nowhere --type ebook)"), "\(result.stderr)")
+        #expect(
+            result.stderr.contains("ebook-nowhere is not cached; download it first (bookcache download URL --id nowhere --type ebook)"),
+            "\(result.stderr)")
     }
 
     @Test("bash completion offers the ids of the cache named on the line")
@@ -320,7 +339,9 @@ struct CLITests {
     @Test("--quiet prints nothing but errors")
     func quiet() async throws {
         try await serving { server, cache in
-            let good = try await bookcache(["download", "\(server.baseURL)/alice.epub", "\(server.baseURL)/pride.epub", "-q", "--cache-dir", cache])
+            let good = try await bookcache([
+                "download", "\(server.baseURL)/alice.epub", "\(server.baseURL)/pride.epub", "-q", "--cache-dir", cache,
+            ])
             #expect(good.status == 0)
             #expect(good.stdout.isEmpty && good.stderr.isEmpty, "\(good.stdout)\(good.stderr)")
             let bad = try await bookcache(["download", "\(server.baseURL)/corrupt/crc-flip.epub", "--quiet", "--cache-dir", cache])

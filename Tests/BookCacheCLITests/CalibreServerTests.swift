@@ -20,7 +20,8 @@ struct CalibreServerTests {
             try await CalibreServer.calibredb(
                 ["add", "--duplicates", "--title", "Book \(n)", "--authors", "Author \(n)", file.path], library: library)
         }
-        try await CalibreServer.calibredb(["add_format", "1", Fixtures.books.appendingPathComponent("fixture-monthly-2024-05.pdf").path], library: library)
+        try await CalibreServer.calibredb(
+            ["add_format", "1", Fixtures.books.appendingPathComponent("fixture-monthly-2024-05.pdf").path], library: library)
         try await CalibreServer.calibredb(["add", "--empty", "--title", "Only MOBI", "--authors", "M"], library: library)
         let mobi = dir.path("only.mobi")
         try Data("BOOKMOBI".utf8).write(to: mobi)
@@ -28,7 +29,8 @@ struct CalibreServerTests {
         // Books added within one second can share a timestamp, and then "newest" has no one answer:
         // each gets a day of its own.
         for id in 1...9 {
-            try await CalibreServer.calibredb(["set_metadata", "\(id)", "--field", "timestamp:2024-01-\(String(format: "%02d", id))T12:00:00+00:00"], library: library)
+            try await CalibreServer.calibredb(
+                ["set_metadata", "\(id)", "--field", "timestamp:2024-01-\(String(format: "%02d", id))T12:00:00+00:00"], library: library)
         }
         return library
     }
@@ -52,7 +54,9 @@ struct CalibreServerTests {
             let first = try await bookcache(["sync", "\(open.baseURL)/opds", "--keep", "5", "--min-interval", "4h"], cache)
             #expect(first.status == 0, "\(first.stdout) \(first.stderr)")
             #expect(first.stdout.contains("section: By Newest"), "\(first.stdout)")
-            #expect(first.stdout.contains("5 of 5 cached (5 new, 0 already cached), 1 entry skipped (no free EPUB or PDF), 0 failed"), "\(first.stdout)")
+            #expect(
+                first.stdout.contains("5 of 5 cached (5 new, 0 already cached), 1 entry skipped (no free EPUB or PDF), 0 failed"),
+                "\(first.stdout)")
             #expect(first.stdout.contains("skipped 'Only MOBI': no EPUB or PDF (only application/x-mobipocket-ebook)"), "\(first.stdout)")
             let records = try await ids(cache)
             #expect(Set(records.compactMap { $0["title"] as? String }) == ["Book 8", "Book 7", "Book 6", "Book 5", "Book 4"])
@@ -96,7 +100,8 @@ struct CalibreServerTests {
             #expect(synced.stdout.contains("4 of 4 cached (4 new, 0 already cached), 1 entry skipped"), "\(synced.stdout)")
             let netrc = dir.path("netrc")
             try Data("machine 127.0.0.1 login reader password s3cret\n".utf8).write(to: netrc)
-            let fromNetrc = try await bookcache(["sync", "\(basic.baseURL)/opds", "--netrc-file", netrc.path, "--keep", "4", "--force"], cache)
+            let fromNetrc = try await bookcache(
+                ["sync", "\(basic.baseURL)/opds", "--netrc-file", netrc.path, "--keep", "4", "--force"], cache)
             #expect(fromNetrc.status == 0, "\(fromNetrc.stderr)")
             #expect(fromNetrc.stdout.contains("4 of 4 cached (0 new, 4 already cached)"), "\(fromNetrc.stdout)")
         }

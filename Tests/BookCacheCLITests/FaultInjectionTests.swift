@@ -102,7 +102,8 @@ struct FaultInjectionTests {
             var killed = 0
             for _ in 0..<12 {
                 let before = server.requests.count
-                let process = try ProcessRunner.launch("bookcache", ["download", "--from", file, "--cache-dir", cache, "--concurrency", "4"])
+                let process = try ProcessRunner.launch(
+                    "bookcache", ["download", "--from", file, "--cache-dir", cache, "--concurrency", "4"])
                 // Kill once the server has seen a random number of this run's requests, so the
                 // kill lands during downloads, validation or publishing.
                 let wait = Int(generator.next() % 6) + 1

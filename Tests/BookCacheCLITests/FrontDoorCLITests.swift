@@ -29,7 +29,9 @@ struct FrontDoorCLITests {
         ]
     }
 
-    @Test("default deny: without credentials every route and every other spelling of it is refused (401, or 400 for a spelling); nothing but the page and /login is open")
+    @Test(
+        "default deny: without credentials every route and every other spelling of it is refused (401, or 400 for a spelling); nothing but the page and /login is open"
+    )
     func noWayInWithoutTheToken() async throws {
         try await withServerAndDirectory(directory: Fixtures.books) { server, dir in
             let service = try await Service.start(cache: dir.path("cache").path)
@@ -62,15 +64,20 @@ struct FrontDoorCLITests {
             for target in ["http://127.0.0.1:\(port)/api/v1/stats", "http://127.0.0.1:\(port)//api/v1/stats", "*"] {
                 let answer = try await service.curl(["-X", "GET", "--request-target", target, service.base + "/"])
                 #expect([400, 401].contains(answer.status), "\(target): \(answer.status)")
-                let withToken = try await service.curl(["-X", "GET", "-H", "Authorization: Bearer \(service.token)", "--request-target", target, service.base + "/"])
-                #expect(withToken.status == (target.hasSuffix(":\(port)/api/v1/stats") ? 200 : 400), "\(target) with the token: \(withToken.status)")
+                let withToken = try await service.curl([
+                    "-X", "GET", "-H", "Authorization: Bearer \(service.token)", "--request-target", target, service.base + "/",
+                ])
+                #expect(
+                    withToken.status == (target.hasSuffix(":\(port)/api/v1/stats") ? 200 : 400),
+                    "\(target) with the token: \(withToken.status)")
             }
             // (NIO's codec keeps the Host header as the authority and drops the target's own: the
             // Host check still decides, and without a token it is still a 401.)
             let foreign = try await service.curl(["-X", "GET", "--request-target", "http://evil.example/api/v1/stats", service.base + "/"])
             #expect(foreign.status == 401, "an absolute target naming another host: \(foreign.status)")
             let foreignHost = try await service.curl([
-                "-X", "GET", "-H", "Authorization: Bearer \(service.token)", "-H", "Host: evil.example", "--request-target", "http://127.0.0.1:\(port)/api/v1/stats",
+                "-X", "GET", "-H", "Authorization: Bearer \(service.token)", "-H", "Host: evil.example", "--request-target",
+                "http://127.0.0.1:\(port)/api/v1/stats",
                 service.base + "/",
             ])
             #expect(foreignHost.status == 421)
@@ -79,7 +86,9 @@ struct FrontDoorCLITests {
                 let answer = try await service.http("GET", "/api/v1/stats", token: .some(nil), headers: ["Authorization: \(authorization)"])
                 #expect(answer.status == 401, "\(authorization.prefix(12))")
             }
-            #expect(try await service.http("GET", "/api/v1/stats", token: .some(nil), headers: ["Authorization: bearer \(service.token)"]).status == 200)
+            #expect(
+                try await service.http("GET", "/api/v1/stats", token: .some(nil), headers: ["Authorization: bearer \(service.token)"])
+                    .status == 200)
             // No job was made by any of it: only alice's
             let jobs = try await service.http("GET", "/api/v1/jobs").json["jobs"] as? [[String: Any]] ?? []
             #expect(jobs.count == 1, "\(jobs.count) jobs")
@@ -100,7 +109,8 @@ struct FrontDoorCLITests {
             let otherPort = "http://127.0.0.1:\(Int(port)! == 1 ? 2 : Int(port)! - 1)"
             let origins: [String?] = [nil, own, otherPort, "http://localhost:\(port)", "https://evil.example", "null", own.uppercased()]
             let types: [String?] = [
-                "application/json", "application/json; charset=utf-8", "text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", nil,
+                "application/json", "application/json; charset=utf-8", "text/plain", "application/x-www-form-urlencoded",
+                "multipart/form-data; boundary=x", nil,
             ]
             let body = #"{"url": "\#(server.baseURL)/alice.epub", "id": "csrf"}"#
             var accepted: [String] = []
@@ -110,34 +120,50 @@ struct FrontDoorCLITests {
                     if let origin { headers.append("Origin: \(origin)") }
                     let answer = try await service.http("POST", "/api/v1/jobs", body: body, token: .some(nil), headers: headers)
                     let name = "\(origin ?? "no Origin") × \(type ?? "no type")"
-                    if answer.status == 202 { accepted.append(name) } else { #expect(answer.status == 403, "\(name): \(answer.status) \(answer.body)") }
+                    if answer.status == 202 {
+                        accepted.append(name)
+                    } else {
+                        #expect(answer.status == 403, "\(name): \(answer.status) \(answer.body)")
+                    }
                 }
             }
             #expect(
-                Set(accepted) == ["\(own) × application/json", "\(own) × application/json; charset=utf-8", "\(own.uppercased()) × application/json",
-                    "\(own.uppercased()) × application/json; charset=utf-8"], "\(accepted)")
+                Set(accepted) == [
+                    "\(own) × application/json", "\(own) × application/json; charset=utf-8", "\(own.uppercased()) × application/json",
+                    "\(own.uppercased()) × application/json; charset=utf-8",
+                ], "\(accepted)")
             // Without Origin, the browser's own Sec-Fetch-Site decides
             let sameOrigin = try await service.http(
                 "POST", "/api/v1/jobs", body: body, token: .some(nil), headers: ["Cookie: \(cookie)", "Sec-Fetch-Site: same-origin"])
             #expect(sameOrigin.status == 202)
             for site in ["same-site", "cross-site"] {
-                let write = try await service.http("POST", "/api/v1/jobs", body: body, token: .some(nil), headers: ["Cookie: \(cookie)", "Sec-Fetch-Site: \(site)", "Origin: \(own)"])
+                let write = try await service.http(
+                    "POST", "/api/v1/jobs", body: body, token: .some(nil),
+                    headers: ["Cookie: \(cookie)", "Sec-Fetch-Site: \(site)", "Origin: \(own)"])
                 #expect(write.status == 403, "\(site)")
-                let read = try await service.http("GET", "/api/v1/books", token: .some(nil), headers: ["Cookie: \(cookie)", "Sec-Fetch-Site: \(site)"])
+                let read = try await service.http(
+                    "GET", "/api/v1/books", token: .some(nil), headers: ["Cookie: \(cookie)", "Sec-Fetch-Site: \(site)"])
                 #expect(read.status == 403, "\(site)")
             }
             // Other writes: DELETE and PUT with the cookie from another origin are refused
-            for (method, target) in [("DELETE", "/api/v1/books/ebook-csrf"), ("PUT", "/api/v1/books/ebook-csrf/pin"), ("POST", "/api/v1/login-links")] {
-                let answer = try await service.http(method, target, token: .some(nil), headers: ["Cookie: \(cookie)", "Origin: \(otherPort)", "Content-Type: application/json"])
+            for (method, target) in [
+                ("DELETE", "/api/v1/books/ebook-csrf"), ("PUT", "/api/v1/books/ebook-csrf/pin"), ("POST", "/api/v1/login-links"),
+            ] {
+                let answer = try await service.http(
+                    method, target, token: .some(nil),
+                    headers: ["Cookie: \(cookie)", "Origin: \(otherPort)", "Content-Type: application/json"])
                 #expect(answer.status == 403, "\(method) \(target)")
             }
             // Reads with the cookie still work, and the page's own writes
             #expect(try await service.http("GET", "/api/v1/jobs", token: .some(nil), headers: ["Cookie: \(cookie)"]).status == 200)
             // The token is not held to Origin or content type
-            let bearer = try await service.http("POST", "/api/v1/jobs", body: body, headers: ["Content-Type: text/plain", "Origin: https://evil.example"])
+            let bearer = try await service.http(
+                "POST", "/api/v1/jobs", body: body, headers: ["Content-Type: text/plain", "Origin: https://evil.example"])
             #expect(bearer.status == 202)
             // Every answer says nosniff and same-origin
-            for answer in [bearer, try await service.http("GET", "/", token: .some(nil)), try await service.http("GET", "/nope", token: .some(nil))] {
+            for answer in [
+                bearer, try await service.http("GET", "/", token: .some(nil)), try await service.http("GET", "/nope", token: .some(nil)),
+            ] {
                 #expect(answer.headers["x-content-type-options"] == "nosniff")
                 #expect(answer.headers["cross-origin-resource-policy"] == "same-origin")
             }
@@ -168,7 +194,9 @@ struct FrontDoorCLITests {
                 #expect(whole.headers["content-length"] == String(alice.count))
                 #expect(whole.headers["content-range"] == nil)
             }
-            let headRange = try await service.curl(["-I", "-H", "Authorization: Bearer \(service.token)", "-H", "Range: bytes=0-3", service.base + file])
+            let headRange = try await service.curl([
+                "-I", "-H", "Authorization: Bearer \(service.token)", "-H", "Range: bytes=0-3", service.base + file,
+            ])
             #expect(headRange.status == 206)
             #expect(headRange.headers["content-length"] == "4")
         }
@@ -203,7 +231,9 @@ struct FrontDoorCLITests {
         return fd
     }
 
-    @Test("stays up: a connection that sends its head slowly or sits idle is closed after --idle-timeout; the open-file limit is raised to the hard limit; event streams are capped with 503 and Retry-After; each begins with a snapshot")
+    @Test(
+        "stays up: a connection that sends its head slowly or sits idle is closed after --idle-timeout; the open-file limit is raised to the hard limit; event streams are capped with 503 and Retry-After; each begins with a snapshot"
+    )
     func staysUp() async throws {
         try await withServerAndDirectory(directory: Fixtures.books) { server, dir in
             let cache = dir.path("cache").path
@@ -211,12 +241,16 @@ struct FrontDoorCLITests {
             let binary = ProcessRunner.productsDirectory.appendingPathComponent("bookcache").path
             let process = try ProcessRunner.launch(
                 at: URL(fileURLWithPath: "/bin/bash"),
-                ["-c", "ulimit -Sn 1024 && exec \(binary) serve --listen 127.0.0.1:0 --cache-dir \(cache) --idle-timeout 1 --max-event-streams 2"])
+                [
+                    "-c",
+                    "ulimit -Sn 1024 && exec \(binary) serve --listen 127.0.0.1:0 --cache-dir \(cache) --idle-timeout 1 --max-event-streams 2",
+                ])
             defer { process.send(SIGKILL) }
             let line = try #require(await process.line(containing: "login?code="))
             let link = try #require(line.split(separator: " ").last.map(String.init))
             let base = String(link[..<link.range(of: "/login")!.lowerBound])
-            let token = try String(contentsOfFile: cache + "/service.token", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+            let token = try String(contentsOfFile: cache + "/service.token", encoding: .utf8).trimmingCharacters(
+                in: .whitespacesAndNewlines)
             let service = ServiceCLITests.Service(process: process, base: base, token: token, loginLink: link, cache: cache)
 
             let limits = try String(contentsOfFile: "/proc/\(process.pid)/limits", encoding: .utf8)
@@ -239,7 +273,8 @@ struct FrontDoorCLITests {
             defer { for stream in streams { stream.send(SIGKILL) } }
             for _ in 0..<2 {
                 let stream = try ProcessRunner.launch(
-                    at: URL(fileURLWithPath: "/usr/bin/curl"), ["-s", "-N", "--max-time", "60", "-H", "Authorization: Bearer \(token)", base + "/api/v1/events"])
+                    at: URL(fileURLWithPath: "/usr/bin/curl"),
+                    ["-s", "-N", "--max-time", "60", "-H", "Authorization: Bearer \(token)", base + "/api/v1/events"])
                 streams.append(stream)
                 let snapshot = try #require(await stream.line(containing: "\"jobs\""), "the stream begins with a snapshot")
                 #expect(snapshot.contains(id) && snapshot.contains("\"cached\":1"), "\(snapshot)")
@@ -310,7 +345,8 @@ struct FrontDoorCLITests {
         let script = Fixtures.repositoryRoot.appendingPathComponent("Tests/browser/attack_check.py").path
         let sameSite = "http://127.0.0.1:\(attacker.port)/attack.html"
         let otherSite = "http://localhost:\(attacker.port)/attack.html"
-        let result = try await ProcessRunner.run(at: URL(fileURLWithPath: "/usr/bin/python3"), [script, service.loginLink, sameSite, otherSite])
+        let result = try await ProcessRunner.run(
+            at: URL(fileURLWithPath: "/usr/bin/python3"), [script, service.loginLink, sameSite, otherSite])
         #expect(result.status == 0, "\(result.stdout)\n\(result.stderr)")
         #expect(result.stdout.contains("attacks done"), "\(result.stdout)")
         let jobs = try await service.http("GET", "/api/v1/jobs").json["jobs"] as? [[String: Any]] ?? []

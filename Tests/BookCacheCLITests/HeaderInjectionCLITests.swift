@@ -48,7 +48,9 @@ struct HeaderInjectionCLITests {
             for (index, value) in Self.smuggled.enumerated() {
                 let escaped = String(decoding: try JSONEncoder().encode(value), as: UTF8.self)
                 lines.append("{\"url\": \"\(server.baseURL)/b.epub\", \"id\": \"o\(index)\", \"headers\": {\"X-A\": \(escaped)}}")
-                lines.append("{\"url\": \"\(server.baseURL)/b.epub\", \"id\": \"l\(index)\", \"headers\": [\(String(decoding: try JSONEncoder().encode("X-A: " + value), as: UTF8.self))]}")
+                lines.append(
+                    "{\"url\": \"\(server.baseURL)/b.epub\", \"id\": \"l\(index)\", \"headers\": [\(String(decoding: try JSONEncoder().encode("X-A: " + value), as: UTF8.self))]}"
+                )
             }
             let manifest = dir.path("m.jsonl")
             try Data(lines.joined(separator: "\n").utf8).write(to: manifest)
@@ -71,7 +73,8 @@ struct HeaderInjectionCLITests {
             defer { service.process.send(SIGKILL) }
             for value in Self.smuggled {
                 let escaped = String(decoding: try JSONEncoder().encode(value), as: UTF8.self)
-                for headers in ["{\"X-A\": \(escaped)}", "[\(String(decoding: try JSONEncoder().encode("X-A: " + value), as: UTF8.self))]"] {
+                for headers in ["{\"X-A\": \(escaped)}", "[\(String(decoding: try JSONEncoder().encode("X-A: " + value), as: UTF8.self))]"]
+                {
                     let answer = try await service.http(
                         "POST", "/api/v1/jobs", body: "[{\"url\": \"\(server.baseURL)/alice.epub\", \"headers\": \(headers)}]")
                     #expect(answer.status == 400, "\(value.debugDescription): \(answer.body)")

@@ -19,10 +19,14 @@ struct LanguageTests {
             let german = try await bookcache(["list", "--cache-dir", cache], language: "de_DE.UTF-8")
             #expect(german.stdout.contains("TITEL") && german.stdout.contains("heruntergeladen"), "\(german.stdout)")
             #expect(german.stdout.contains("1 Buch, 1,6 KB"), "decimal comma: \(german.stdout)")
-            #expect(german.stdout.range(of: #"[0-9]{2}\.[0-9]{2}\.[0-9]{4}, [0-9]{2}:[0-9]{2}"#, options: .regularExpression) != nil, "a German date: \(german.stdout)")
+            #expect(
+                german.stdout.range(of: #"[0-9]{2}\.[0-9]{2}\.[0-9]{4}, [0-9]{2}:[0-9]{2}"#, options: .regularExpression) != nil,
+                "a German date: \(german.stdout)")
             let chinese = try await bookcache(["list", "--cache-dir", cache], language: "zh_CN.UTF-8")
             #expect(chinese.stdout.contains("书名") && chinese.stdout.contains("已下载") && chinese.stdout.contains("1 本书"), "\(chinese.stdout)")
-            #expect(chinese.stdout.range(of: #"[0-9]{4}/[0-9]{2}/[0-9]{2} [0-9]{2}:[0-9]{2}"#, options: .regularExpression) != nil, "a Chinese date: \(chinese.stdout)")
+            #expect(
+                chinese.stdout.range(of: #"[0-9]{4}/[0-9]{2}/[0-9]{2} [0-9]{2}:[0-9]{2}"#, options: .regularExpression) != nil,
+                "a Chinese date: \(chinese.stdout)")
             let english = try await bookcache(["list", "--cache-dir", cache], language: nil)
             #expect(english.stdout.contains("TITLE") && english.stdout.contains("1 book, 1.6 KB"), "\(english.stdout)")
             // Machine output never changes with the language
@@ -55,7 +59,9 @@ struct LanguageTests {
             }
             let german = try #require(outputs["de_DE.UTF-8"])
             #expect(german.stderr.contains("Fehler: ebook-error-page-"), "\(german.stderr)")
-            #expect(german.stderr.contains("ist kein gültiges Buch: eine HTML-Seite (eine Anmelde- oder Fehlerseite?), kein Buch"), "\(german.stderr)")
+            #expect(
+                german.stderr.contains("ist kein gültiges Buch: eine HTML-Seite (eine Anmelde- oder Fehlerseite?), kein Buch"),
+                "\(german.stderr)")
             #expect(german.stdout.contains("1 von 2 heruntergeladen, 1 fehlgeschlagen"), "\(german.stdout)")
             #expect(german.stdout.contains("(epub, 1,6 KB)"), "\(german.stdout)")
             let chinese = try #require(outputs["zh_CN.UTF-8"])
@@ -63,7 +69,9 @@ struct LanguageTests {
             #expect(chinese.stderr.contains("不是有效的书：一个 HTML 网页（登录页或错误页？），而不是书"), "\(chinese.stderr)")
             #expect(chinese.stdout.contains("已下载 1/2，失败 1"), "\(chinese.stdout)")
             let english = try #require(outputs["C"])
-            #expect(english.stderr.contains("error: ebook-error-page-") && english.stderr.contains("is not a valid book: the server sent an HTML page"))
+            #expect(
+                english.stderr.contains("error: ebook-error-page-")
+                    && english.stderr.contains("is not a valid book: the server sent an HTML page"))
             #expect(english.stdout.contains("1 of 2 cached, 1 failed"))
 
             // --json: the same lines (paths aside, which name each language's cache) in every language
@@ -80,8 +88,11 @@ struct LanguageTests {
 
             // A sync's summary
             server.setFile(Data("\(urls[0])\n".utf8), at: "shelf.txt")
-            let sync = try await bookcache(["sync", "\(server.baseURL)/shelf.txt", "--first", "1", "--cache-dir", dir.path("sync").path], language: "de_DE.UTF-8")
-            #expect(sync.stdout.contains("1 von 1 heruntergeladen (1 neu, 0 bereits vorhanden), 0 fehlgeschlagen, 0 entfernt"), "\(sync.stdout) \(sync.stderr)")
+            let sync = try await bookcache(
+                ["sync", "\(server.baseURL)/shelf.txt", "--first", "1", "--cache-dir", dir.path("sync").path], language: "de_DE.UTF-8")
+            #expect(
+                sync.stdout.contains("1 von 1 heruntergeladen (1 neu, 0 bereits vorhanden), 0 fehlgeschlagen, 0 entfernt"),
+                "\(sync.stdout) \(sync.stderr)")
         }
     }
 

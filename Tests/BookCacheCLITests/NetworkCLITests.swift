@@ -45,10 +45,14 @@ struct NetworkCLITests {
         try await withServerAndDirectory(files: ["alice.epub": alice, "pride.epub": alice]) { server, dir in
             let cache = dir.path("cache").path
             let same = try await bookcache(
-                ["download", "\(server.baseURL)/alice.epub", "-H", "X-Token: t0ken", "--cover-url", "\(server.baseURL)/same-cover.jpg"], cache)
+                ["download", "\(server.baseURL)/alice.epub", "-H", "X-Token: t0ken", "--cover-url", "\(server.baseURL)/same-cover.jpg"],
+                cache)
             #expect(same.status == 0, "\(same.stderr)")
             let other = try await bookcache(
-                ["download", "\(server.baseURL)/pride.epub", "-H", "X-Token: t0ken", "--cover-url", "http://localhost:\(server.port)/other-cover.jpg"],
+                [
+                    "download", "\(server.baseURL)/pride.epub", "-H", "X-Token: t0ken", "--cover-url",
+                    "http://localhost:\(server.port)/other-cover.jpg",
+                ],
                 cache)
             #expect(other.status == 0, "\(other.stderr)")
             let seen = Dictionary(server.requests.map { ($0.path, $0.headers["x-token"]) }, uniquingKeysWith: { first, _ in first })
@@ -94,7 +98,8 @@ struct NetworkCLITests {
             // Only the redirect's target asks for a login, so only a login sent on would answer it.
             server.requireBasicAuth(user: "reader", password: "s3cret", below: "/alice.epub")
             server.enqueueFault(.redirect(to: "http://localhost:\(server.port)/alice.epub"), for: "/moved.epub")
-            let result = try await bookcache(["download", "\(server.baseURL)/moved.epub", "--id", "moved", "--user", "reader:s3cret"], cache)
+            let result = try await bookcache(
+                ["download", "\(server.baseURL)/moved.epub", "--id", "moved", "--user", "reader:s3cret"], cache)
             #expect(result.status == 69)
             #expect(result.stderr.contains("401"), "\(result.stderr)")
             let asked = server.requests.filter { $0.path == "/alice.epub" }
@@ -114,7 +119,8 @@ struct NetworkCLITests {
 
             let netrc = dir.path("netrc")
             try Data("machine 127.0.0.1 login reader password s3cret\n".utf8).write(to: netrc)
-            let answered = try await bookcache(["download", "\(server.baseURL)/alice.epub", "--id", "a", "--netrc-file", netrc.path], cache)
+            let answered = try await bookcache(
+                ["download", "\(server.baseURL)/alice.epub", "--id", "a", "--netrc-file", netrc.path], cache)
             #expect(answered.status == 0, "\(answered.stderr)")
             // The password went only in answer to the server's 401, not with the first request.
             let asked = server.requests.filter { $0.path == "/alice.epub" }
@@ -152,7 +158,8 @@ struct NetworkCLITests {
                 #expect(origin.requests.contains { $0.path == "/alice.epub" })
 
                 let noproxy = try await bookcache(
-                    ["download", "\(origin.baseURL)/alice.epub", "--id", "direct2", "--noproxy", "*"], cache, environment: ["http_proxy": proxyURL])
+                    ["download", "\(origin.baseURL)/alice.epub", "--id", "direct2", "--noproxy", "*"], cache,
+                    environment: ["http_proxy": proxyURL])
                 #expect(noproxy.status == 0, "\(noproxy.stderr)")
                 #expect(proxy.requests.count == 1)
 
@@ -161,12 +168,14 @@ struct NetworkCLITests {
                 #expect(proxy.requests.count == 2)
 
                 #expect(try await bookcache(["config", "set", "proxy", proxyURL], cache).status == 0)
-                let viaSetting = try await bookcache(["download", remote, "--id", "set"], cache, environment: ["http_proxy": "http://127.0.0.1:9"])
+                let viaSetting = try await bookcache(
+                    ["download", remote, "--id", "set"], cache, environment: ["http_proxy": "http://127.0.0.1:9"])
                 #expect(viaSetting.status == 0, "the setting comes before the environment: \(viaSetting.stderr)")
                 #expect(proxy.requests.count == 3)
 
                 // An unreachable proxy is a connection failure that names where to look.
-                let dead = try await bookcache(["download", remote, "--id", "dead", "--proxy", "http://127.0.0.1:9", "--retries", "0"], cache)
+                let dead = try await bookcache(
+                    ["download", remote, "--id", "dead", "--proxy", "http://127.0.0.1:9", "--retries", "0"], cache)
                 #expect(dead.status == 69)
                 #expect(dead.stderr.contains("network unavailable") || dead.stderr.contains("could not connect"), "\(dead.stderr)")
             } catch {
@@ -184,7 +193,9 @@ struct NetworkCLITests {
             let result = try await bookcache(
                 ["download", "\(server.baseURL)/alice.epub", "--limit-rate", "10MB", "--connect-timeout", "2.5"], cache)
             #expect(result.status == 0, "\(result.stderr)")
-            for bad in [["--limit-rate", "fast"], ["--limit-rate", "10B"], ["--connect-timeout", "0"], ["--cacert", "/nonexistent.pem"]] {
+            for bad in [
+                ["--limit-rate", "fast"], ["--limit-rate", "10B"], ["--connect-timeout", "0"], ["--cacert", "/nonexistent.pem"],
+            ] {
                 let refused = try await bookcache(["download", "\(server.baseURL)/alice.epub"] + bad, cache)
                 #expect(refused.status == 64, "\(bad): \(refused.stderr)")
             }
@@ -252,7 +263,9 @@ struct TLSCLITests {
             #expect(untrusted.stdout.contains("--cacert"), "\(untrusted.stdout)")
             #expect(untrusted.stdout.contains(#""attempts":1"#), "not retried: \(untrusted.stdout)")
 
-            let trusted = try await bookcache(["download", "\(nginx.baseURL)/alice.epub", "--id", "a", "--cacert", nginx.certificateFile.path])
+            let trusted = try await bookcache([
+                "download", "\(nginx.baseURL)/alice.epub", "--id", "a", "--cacert", nginx.certificateFile.path,
+            ])
             #expect(trusted.status == 0, "\(trusted.stderr)")
             let log = try nginx.accessLog()
             #expect(log.last == #""GET /alice.epub HTTP/2.0" 200"#, "\(log)")

@@ -16,9 +16,11 @@ struct NeverLoseABookCLITests {
         return records.compactMap { $0["id"] as? String }
     }
 
-    @Test("keep 1: a login page and a damaged book evict nothing; a book that ends cached evicts, and says so", arguments: [
-        ["config", "set", "keep", "1"], ["config", "set", "max-size", "2KB"],
-    ])
+    @Test(
+        "keep 1: a login page and a damaged book evict nothing; a book that ends cached evicts, and says so",
+        arguments: [
+            ["config", "set", "keep", "1"], ["config", "set", "max-size", "2KB"],
+        ])
     func failedDownloadsKeepTheOfflineBook(limit: [String]) async throws {
         let alice = try Fixtures.data("alice.epub")
         let pride = try Fixtures.data("pride.epub")
@@ -43,7 +45,9 @@ struct NeverLoseABookCLITests {
             // When: a book ends cached, the one before it goes, in one line
             let second = try await bookcache(["download", "\(server.baseURL)/pride.epub", "--id", "pride"], cache)
             #expect(second.status == 0, "\(second.stderr)")
-            #expect(second.stderr.contains("evicted ebook-alice (1.6 KB, least recently read) to make room for ebook-pride"), "\(second.stderr)")
+            #expect(
+                second.stderr.contains("evicted ebook-alice (1.6 KB, least recently read) to make room for ebook-pride"), "\(second.stderr)"
+            )
             #expect(try await ids(cache) == ["ebook-pride"])
             let json = try await bookcache(["download", "\(server.baseURL)/alice.epub", "--id", "alice", "--json"], cache)
             let line = try #require(json.stdout.split(separator: "\n").first)
@@ -64,7 +68,9 @@ struct NeverLoseABookCLITests {
             #expect(second.stdout.hasPrefix("cached ebook-book-"), "\(second.stdout)")
             let ids = try await ids(cache)
             #expect(ids.count == 2)
-            let paths = try await ids.asyncMap { try await bookcache(["path", $0], cache).stdout.trimmingCharacters(in: .whitespacesAndNewlines) }
+            let paths = try await ids.asyncMap {
+                try await bookcache(["path", $0], cache).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+            }
             let contents = try paths.map { try Data(contentsOf: URL(fileURLWithPath: $0)) }
             #expect(Set(contents) == [alice, pride])
             let again = try await bookcache(["download", "\(server.baseURL)/b/book.epub"], cache)

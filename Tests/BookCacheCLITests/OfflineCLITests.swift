@@ -81,7 +81,10 @@ struct OfflineCLITests {
         let item = (report?["items"] as? [[String: Any]])?.first
         #expect(item?["status"] as? String == "failed")
         #expect(item?["kind"] as? String == "downloadFailed", "\(missing.stdout)")
-        for bad in [["sync", feed.path, "--keep", "-1"], ["sync", "/nope.jsonl", "--keep", "1"], ["sync", feed.path, "--keep", "1", "--min-interval", "soon"]] {
+        for bad in [
+            ["sync", feed.path, "--keep", "-1"], ["sync", "/nope.jsonl", "--keep", "1"],
+            ["sync", feed.path, "--keep", "1", "--min-interval", "soon"],
+        ] {
             #expect(try await bookcache(bad, cache).status == 64, "\(bad)")
         }
         try await server.shutdown()

@@ -20,7 +20,9 @@ struct SecretsAtRestCLITests {
 
     static func isBook(_ path: String) -> Bool { path.hasSuffix(".epub") || path.hasSuffix(".pdf") || path.hasSuffix(".part") }
 
-    @Test("download with a login and a header, sync, serve's jobs, settings: folders 0700, files but the books 0600, and the secrets are only in those")
+    @Test(
+        "download with a login and a header, sync, serve's jobs, settings: folders 0700, files but the books 0600, and the secrets are only in those"
+    )
     func modesOfEverything() async throws {
         let alice = try Fixtures.data("alice.epub")
         try await withServerAndDirectory(files: ["alice.epub": alice, "b.epub": alice, "c.epub": alice]) { server, dir in
@@ -76,13 +78,18 @@ struct SecretsAtRestCLITests {
         try await withServerAndDirectory(files: ["alice.epub": alice]) { server, dir in
             let cache = dir.path("cache").path
             let download = try await ProcessRunner.run(
-                "bookcache", ["download", server.baseURL.replacingOccurrences(of: "http://", with: "http://reader:pa55word@") + "/alice.epub", "--cache-dir", cache])
+                "bookcache",
+                [
+                    "download", server.baseURL.replacingOccurrences(of: "http://", with: "http://reader:pa55word@") + "/alice.epub",
+                    "--cache-dir", cache,
+                ])
             #expect(download.status == 0, "\(download.stderr)")
             let loosened = try Self.modes(below: cache).filter { !$0.isDirectory && !Self.isBook($0.path) }.map(\.path)
             for path in loosened { chmod(cache + "/" + path, 0o644) }
             #expect(loosened.contains("ebooks/ebook-alice.meta.json") || loosened.contains { $0.hasSuffix(".meta.json") })
             #expect(try await ProcessRunner.run("bookcache", ["list", "--cache-dir", cache]).status == 0)
-            for entry in try Self.modes(below: cache) where !entry.isDirectory && !Self.isBook(entry.path) && !entry.path.hasSuffix(".lock") {
+            for entry in try Self.modes(below: cache) where !entry.isDirectory && !Self.isBook(entry.path) && !entry.path.hasSuffix(".lock")
+            {
                 #expect(entry.mode == 0o600, "\(entry.path): \(String(entry.mode, radix: 8))")
             }
         }

@@ -19,7 +19,8 @@ struct ServiceCLITests {
             let line = try #require(await process.line(containing: "login?code="), "serve printed no login link")
             let link = try #require(line.split(separator: " ").last.map(String.init))
             let base = String(link[..<link.range(of: "/login")!.lowerBound])
-            let token = try String(contentsOfFile: cache + "/service.token", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+            let token = try String(contentsOfFile: cache + "/service.token", encoding: .utf8).trimmingCharacters(
+                in: .whitespacesAndNewlines)
             return Service(process: process, base: base, token: token, loginLink: link, cache: cache)
         }
 
@@ -79,7 +80,9 @@ struct ServiceCLITests {
 
     func jobs(_ answer: HTTPAnswer) -> [[String: Any]] { answer.json["jobs"] as? [[String: Any]] ?? [] }
 
-    @Test("the API: jobs are accepted as a batch, end cached or failed with a kind; bad batches enqueue nothing; books and their files are served")
+    @Test(
+        "the API: jobs are accepted as a batch, end cached or failed with a kind; bad batches enqueue nothing; books and their files are served"
+    )
     func apiContract() async throws {
         try await withServerAndDirectory(directory: Fixtures.books) { server, dir in
             let service = try await Service.start(cache: dir.path("cache").path)
@@ -114,7 +117,10 @@ struct ServiceCLITests {
             // A batch with one bad element is refused whole, naming it
             let before = jobs(try await service.http("GET", "/api/v1/jobs")).count
             let bad = try await service.http(
-                "POST", "/api/v1/jobs", body: #"[{"url": "\#(server.baseURL)/pride.epub"}, {"url": "ftp://x/y.epub"}, {"url": "\#(server.baseURL)/a.epub", "colour": 1}]"#)
+                "POST", "/api/v1/jobs",
+                body:
+                    #"[{"url": "\#(server.baseURL)/pride.epub"}, {"url": "ftp://x/y.epub"}, {"url": "\#(server.baseURL)/a.epub", "colour": 1}]"#
+            )
             #expect(bad.status == 400)
             let problems = ((bad.json["error"] as? [String: Any])?["problems"] as? [[String: Any]]) ?? []
             #expect(problems.compactMap { $0["index"] as? Int } == [1, 2], "\(bad.body)")
@@ -124,7 +130,8 @@ struct ServiceCLITests {
 
             // Books: listed, one read, its file whole and by range
             let shelf = try await service.http("GET", "/api/v1/books")
-            #expect(((shelf.json["books"] as? [[String: Any]]) ?? []).compactMap { $0["id"] as? String } == ["ebook-alice", "magazine-may"])
+            #expect(
+                ((shelf.json["books"] as? [[String: Any]]) ?? []).compactMap { $0["id"] as? String } == ["ebook-alice", "magazine-may"])
             let alice = try Fixtures.data("alice.epub")
             let whole = try await service.http("GET", "/api/v1/books/ebook-alice/file")
             #expect(whole.status == 200)
@@ -188,7 +195,8 @@ struct ServiceCLITests {
         let session = try #require(cookie.split(separator: ";").first.map(String.init))
         #expect(try await service.http("GET", "/api/v1/jobs", token: .some(nil), headers: ["Cookie: \(session)"]).status == 200)
         #expect(try await service.http("GET", path, token: .some(nil)).status == 401, "a login link works once")
-        #expect(try await service.http("GET", "/api/v1/jobs", token: .some(nil), headers: ["Cookie: bookcache_session=forged"]).status == 401)
+        #expect(
+            try await service.http("GET", "/api/v1/jobs", token: .some(nil), headers: ["Cookie: bookcache_session=forged"]).status == 401)
         let mode = try FileManager.default.attributesOfItem(atPath: service.cache + "/service.token")[.posixPermissions] as? Int
         #expect(mode == 0o600)
         // A body over the cap is refused
@@ -206,11 +214,13 @@ struct ServiceCLITests {
         let port = try await TestHTTPServer.freePort()
         let service = try await Service.start(cache: dir.path("cache").path)
         defer { service.process.send(SIGKILL) }
-        let accepted = try await service.http("POST", "/api/v1/jobs", body: #"{"url": "http://127.0.0.1:\#(port)/alice.epub", "id": "later"}"#)
+        let accepted = try await service.http(
+            "POST", "/api/v1/jobs", body: #"{"url": "http://127.0.0.1:\#(port)/alice.epub", "id": "later"}"#)
         let id = try #require(jobs(accepted).first?["id"] as? String)
         // The first attempt cannot connect: the job waits, it does not fail
         let events = try ProcessRunner.launch(
-            at: URL(fileURLWithPath: "/usr/bin/curl"), ["-s", "-N", "--max-time", "60", "-H", "Authorization: Bearer \(service.token)", service.base + "/api/v1/events"])
+            at: URL(fileURLWithPath: "/usr/bin/curl"),
+            ["-s", "-N", "--max-time", "60", "-H", "Authorization: Bearer \(service.token)", service.base + "/api/v1/events"])
         defer { events.send(SIGKILL) }
         let answer = try await service.http("GET", "/api/v1/jobs/\(id)")
         if answer.json["state"] as? String != "waiting-for-network" {
@@ -228,7 +238,9 @@ struct ServiceCLITests {
         #expect(done["state"] as? String == "cached", "\(done)")
     }
 
-    @Test("kill -9 of the service with jobs in flight: after restarts every job ends cached, none lost or duplicated, no cached book fetched again")
+    @Test(
+        "kill -9 of the service with jobs in flight: after restarts every job ends cached, none lost or duplicated, no cached book fetched again"
+    )
     func killLoop() async throws {
         let server = TestHTTPServer()
         let names = (0..<12).map { "book\($0).epub" }
@@ -338,7 +350,8 @@ struct ServiceCLITests {
             #expect(try await service.http("DELETE", "/api/v1/sources/\(id)").status == 200)
             #expect((try await service.http("GET", "/api/v1/sources").json["sources"] as? [Any])?.isEmpty == true)
             // Bad registrations are refused with the reason
-            let bad = try await service.http("POST", "/api/v1/sources", body: #"{"source": "\#(server.baseURL)/shelf.jsonl", "keep": 2, "every": "10s"}"#)
+            let bad = try await service.http(
+                "POST", "/api/v1/sources", body: #"{"source": "\#(server.baseURL)/shelf.jsonl", "keep": 2, "every": "10s"}"#)
             #expect(bad.status == 400, "\(bad.body)")
         }
     }
@@ -407,10 +420,13 @@ struct ServiceCLITests {
             let service = try await Service.start(cache: cache)
             defer { service.process.send(SIGKILL) }
             let manifest = dir.path("m.jsonl")
-            try Data("\(server.baseURL)/alice.epub\n{\"url\": \"\(server.baseURL)/pride.epub\", \"id\": \"pride\"}\n".utf8).write(to: manifest)
+            try Data("\(server.baseURL)/alice.epub\n{\"url\": \"\(server.baseURL)/pride.epub\", \"id\": \"pride\"}\n".utf8).write(
+                to: manifest)
             let added = try await ProcessRunner.run("bookcache", ["queue", "add", "--from", manifest.path, "--cache-dir", cache, "--json"])
             #expect(added.status == 0, "\(added.stderr)")
-            let lines = added.stdout.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+            let lines = added.stdout.split(separator: "\n").compactMap {
+                try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+            }
             #expect(lines.count == 2)
             for id in lines.compactMap({ $0["id"] as? String }) {
                 #expect(try await service.http("GET", "/api/v1/jobs/\(id)?wait=60").json["state"] as? String == "cached")
@@ -427,7 +443,8 @@ struct ServiceCLITests {
 
             // A job waiting for an unreachable server can be cancelled
             let port = try await TestHTTPServer.freePort()
-            let waiting = try await ProcessRunner.run("bookcache", ["queue", "add", "http://127.0.0.1:\(port)/x.epub", "--cache-dir", cache, "--json"])
+            let waiting = try await ProcessRunner.run(
+                "bookcache", ["queue", "add", "http://127.0.0.1:\(port)/x.epub", "--cache-dir", cache, "--json"])
             let id = try #require((try? JSONSerialization.jsonObject(with: Data(waiting.stdout.utf8)) as? [String: Any])?["id"] as? String)
             let cancelled = try await ProcessRunner.run("bookcache", ["queue", "cancel", id, "--cache-dir", cache])
             #expect(cancelled.status == 0, "\(cancelled.stderr)")

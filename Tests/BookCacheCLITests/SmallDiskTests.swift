@@ -29,10 +29,12 @@ struct SmallDiskTests {
         try await withServer(["big.epub": big, "alice.epub": try Fixtures.data("alice.epub")]) { server in
             let cache = disk.url.appendingPathComponent("cache").path
             // The big one is chunked, so its size is unknown until the disk is full.
-            let result = try await ProcessRunner.run("bookcache", [
-                "download", "\(server.baseURL)/chunked/big.epub", "\(server.baseURL)/alice.epub",
-                "--concurrency", "1", "--retries", "0", "--cache-dir", cache, "--json",
-            ], environment: ["BOOKCACHE_RESERVE": "0"])
+            let result = try await ProcessRunner.run(
+                "bookcache",
+                [
+                    "download", "\(server.baseURL)/chunked/big.epub", "\(server.baseURL)/alice.epub",
+                    "--concurrency", "1", "--retries", "0", "--cache-dir", cache, "--json",
+                ], environment: ["BOOKCACHE_RESERVE": "0"])
             #expect(result.status == 73)
             let objects = try result.stdout.split(separator: "\n").map {
                 try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] ?? [:]
@@ -69,7 +71,8 @@ struct SmallDiskTests {
         try await withServer(["alice.epub": try Fixtures.data("alice.epub"), "pride.epub": try Fixtures.data("pride.epub")]) { server in
             let cache = disk.url.appendingPathComponent("cache").path
             let first = try await ProcessRunner.run(
-                "bookcache", ["download", "\(server.baseURL)/alice.epub", "--id", "alice", "--cache-dir", cache], environment: ["BOOKCACHE_RESERVE": "0"])
+                "bookcache", ["download", "\(server.baseURL)/alice.epub", "--id", "alice", "--cache-dir", cache],
+                environment: ["BOOKCACHE_RESERVE": "0"])
             #expect(first.status == 0, "\(first.stderr)")
             try disk.remountReadOnly()
             let list = try await ProcessRunner.run("bookcache", ["list", "--cache-dir", cache])

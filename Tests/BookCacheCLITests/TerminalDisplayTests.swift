@@ -23,7 +23,9 @@ struct TerminalDisplayTests {
             ["-c", "exec /usr/bin/tmux -L bookcache-tests -f /dev/null new-session -d \(quoted) </dev/null >/dev/null 2>&1"])
     }
 
-    @Test("every row fits the terminal while it runs, and afterwards each book's line is there once, with no bar left behind", arguments: [60, 120])
+    @Test(
+        "every row fits the terminal while it runs, and afterwards each book's line is there once, with no bar left behind",
+        arguments: [60, 120])
     func liveDisplay(columns: Int) async throws {
         let server = TestHTTPServer()
         let names = (0..<6).map { "a-rather-long-book-name-for-a-narrow-terminal-\($0).epub" }

@@ -1,10 +1,11 @@
 import BookCache
-@testable import BookCacheService
 import Foundation
 import Logging
 import NIOCore
 import Synchronization
 import Testing
+
+@testable import BookCacheService
 
 /// The event fan-out's bounds, on its own mailboxes: a client that does not read is dropped
 /// and never holds more than its bound, one that reads gets everything, and the number of

@@ -1,7 +1,8 @@
-@testable import BookCacheService
 import Foundation
 import Synchronization
 import Testing
+
+@testable import BookCacheService
 
 /// Login links and sessions age by an injected clock: no test waits five minutes or a day.
 @Suite("ServiceAccess: login links and sessions expire")

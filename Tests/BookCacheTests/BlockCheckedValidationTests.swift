@@ -96,10 +96,12 @@ struct BlockCheckedValidationTests {
         let files = ["big.epub": Data(StoredZIP.epub(chapter: chapter)), "damaged.epub": Data(damaged)]
         try await withServerAndDirectory(files: files) { server, dir in
             let manager = BookCacheManager(configuration: BookCacheConfiguration(rootDirectory: dir.path("cache"), storageReserveBytes: 0))
-            let cached = try await manager.download(try BookDownloadRequest(url: "\(server.baseURL)/big.epub", id: BookID(parsing: "ebook-big")))
+            let cached = try await manager.download(
+                try BookDownloadRequest(url: "\(server.baseURL)/big.epub", id: BookID(parsing: "ebook-big")))
             #expect(cached.metadata.fileSize == Int64(files["big.epub"]!.count))
             let error = await #expect(throws: BookCacheError.self) {
-                try await manager.download(try BookDownloadRequest(url: "\(server.baseURL)/damaged.epub", id: BookID(parsing: "ebook-damaged")))
+                try await manager.download(
+                    try BookDownloadRequest(url: "\(server.baseURL)/damaged.epub", id: BookID(parsing: "ebook-damaged")))
             }
             #expect(error?.kind == .fileCorrupted, "\(String(describing: error))")
             #expect(try await manager.allBooks().map(\.id) == ["ebook-big"])

@@ -25,7 +25,9 @@ func makeManager(
     return BookCacheManager(configuration: configuration)
 }
 
-func request(_ server: TestHTTPServer, _ path: String, id: String, sha256: String? = nil, title: String? = nil) throws -> BookDownloadRequest {
+func request(_ server: TestHTTPServer, _ path: String, id: String, sha256: String? = nil, title: String? = nil) throws
+    -> BookDownloadRequest
+{
     try BookDownloadRequest(url: "\(server.baseURL)/\(path)", id: BookID(parsing: id), title: title, expectedSHA256: sha256)
 }
 
@@ -76,9 +78,11 @@ struct BookCacheManagerTests {
             let manager = makeManager(dir)
             let request = try request(server, "alice.epub", id: "ebook-alice")
             let seen = EventLog()
-            let result = try await manager.download(request, onProgress: { progress in
-                if progress.fractionCompleted == 1 { seen.append(.progress(DownloadJobID.placeholder, progress)) }
-            })
+            let result = try await manager.download(
+                request,
+                onProgress: { progress in
+                    if progress.fractionCompleted == 1 { seen.append(.progress(DownloadJobID.placeholder, progress)) }
+                })
             let file = try await manager.open(request.id)
             #expect(file == result.fileURL)
             #expect(seen.kinds == ["progress"])
@@ -105,10 +109,12 @@ struct BookCacheManagerTests {
         }
     }
 
-    @Test("each corrupt fixture is refused and leaves nothing behind", arguments: [
-        "corrupt/crc-flip.epub", "corrupt/truncated.epub", "corrupt/missing-spine-item.epub", "corrupt/no-container.epub",
-        "corrupt/error-page.epub", "corrupt/truncated.pdf", "corrupt/zip-bomb.epub", "corrupt/path-traversal.epub",
-    ])
+    @Test(
+        "each corrupt fixture is refused and leaves nothing behind",
+        arguments: [
+            "corrupt/crc-flip.epub", "corrupt/truncated.epub", "corrupt/missing-spine-item.epub", "corrupt/no-container.epub",
+            "corrupt/error-page.epub", "corrupt/truncated.pdf", "corrupt/zip-bomb.epub", "corrupt/path-traversal.epub",
+        ])
     func corruptRefused(name: String) async throws {
         try await withServerAndDirectory(files: ["book": try Fixtures.data(name)]) { server, dir in
             let manager = makeManager(dir)
@@ -156,7 +162,8 @@ struct BookCacheManagerTests {
         try await withServerAndDirectory(files: ["alice.epub": try Fixtures.data("alice.epub")]) { server, dir in
             let manager = makeManager(dir)
             let first = try await manager.download(try request(server, "alice.epub", id: "ebook-a"))
-            let second = try await manager.download(try request(server, "alice.epub", id: "ebook-b", sha256: first.metadata.checksum.uppercased()))
+            let second = try await manager.download(
+                try request(server, "alice.epub", id: "ebook-b", sha256: first.metadata.checksum.uppercased()))
             #expect(second.metadata.checksum == first.metadata.checksum)
         }
     }

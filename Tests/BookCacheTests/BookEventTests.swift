@@ -45,7 +45,9 @@ struct BookEventTests {
 
             // An HTML page where a book should be: validated, then failed with its kind
             let refused = manager.events()
-            await #expect(throws: BookCacheError.self) { try await manager.download(try request(server, "corrupt/error-page.epub", id: "ebook-page")) }
+            await #expect(throws: BookCacheError.self) {
+                try await manager.download(try request(server, "corrupt/error-page.epub", id: "ebook-page"))
+            }
             let after = await collect(refused) { if case .failed = $0 { true } else { false } }
             #expect(after.map(name).suffix(2) == ["validating", "failed"])
             if case .failed(let id, let error) = after.last {
@@ -65,7 +67,8 @@ struct BookEventTests {
     @Test("a book evicted for the budget is an event, with its reason")
     func evictionEvent() async throws {
         try await withServerAndDirectory(directory: Fixtures.books) { server, dir in
-            let configuration = BookCacheConfiguration(rootDirectory: dir.path("cache"), storageReserveBytes: 0, keepCount: 1, retryPolicy: .none)
+            let configuration = BookCacheConfiguration(
+                rootDirectory: dir.path("cache"), storageReserveBytes: 0, keepCount: 1, retryPolicy: .none)
             let manager = BookCacheManager(configuration: configuration)
             _ = try await manager.download(try request(server, "alice.epub", id: "ebook-alice"))
             let events = manager.events()

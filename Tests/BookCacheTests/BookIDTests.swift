@@ -11,26 +11,30 @@ struct BookIDTests {
         #expect(id.description == text)
     }
 
-    @Test("invalid ids are refused", arguments: [
-        "123", "book-1", "ebook-", "ebook-.hidden", "ebook-a..b", "ebook-a/b", "ebook-a b", "ebook-ébook",
-        "ebook-\u{0430}bc",  // Cyrillic look-alike
-        "ebook-" + String(repeating: "x", count: 129), "ebook-a\\b", "ebook-a\u{0}b", "",
-    ])
+    @Test(
+        "invalid ids are refused",
+        arguments: [
+            "123", "book-1", "ebook-", "ebook-.hidden", "ebook-a..b", "ebook-a/b", "ebook-a b", "ebook-ébook",
+            "ebook-\u{0430}bc",  // Cyrillic look-alike
+            "ebook-" + String(repeating: "x", count: 129), "ebook-a\\b", "ebook-a\u{0}b", "",
+        ])
     func invalid(text: String) {
         let error = #expect(throws: BookCacheError.self) { try BookID(parsing: text) }
         #expect(error?.kind == .invalidIdentifier)
     }
 
-    @Test("URLs: only absolute http and https", arguments: [
-        ("https://example.com/a.epub", true),
-        ("http://127.0.0.1:8080/b.pdf", true),
-        ("ftp://example.com/a.epub", false),
-        ("file:///etc/passwd", false),
-        ("example.com/a.epub", false),
-        ("https:///nohost", false),
-        ("https://exa mple.com/a.epub", false),
-        ("", false),
-    ])
+    @Test(
+        "URLs: only absolute http and https",
+        arguments: [
+            ("https://example.com/a.epub", true),
+            ("http://127.0.0.1:8080/b.pdf", true),
+            ("ftp://example.com/a.epub", false),
+            ("file:///etc/passwd", false),
+            ("example.com/a.epub", false),
+            ("https:///nohost", false),
+            ("https://exa mple.com/a.epub", false),
+            ("", false),
+        ])
     func urls(text: String, ok: Bool) {
         if ok {
             #expect(throws: Never.self) { try BookDownloadRequest.parseURL(text) }
@@ -51,12 +55,14 @@ struct BookIDTests {
         #expect(upper.expectedSHA256 == String(repeating: "ab", count: 32))
     }
 
-    @Test("the derived id starts with the URL's file name, then a hash of the URL", arguments: [
-        ("https://example.com/books/moby-dick.epub", "moby-dick"),
-        ("https://example.com/get?id=7", "get"),
-        ("https://example.com/a%20b.pdf", "a_b"),
-        ("https://example.com/.hidden.epub", "hidden"),
-    ])
+    @Test(
+        "the derived id starts with the URL's file name, then a hash of the URL",
+        arguments: [
+            ("https://example.com/books/moby-dick.epub", "moby-dick"),
+            ("https://example.com/get?id=7", "get"),
+            ("https://example.com/a%20b.pdf", "a_b"),
+            ("https://example.com/.hidden.epub", "hidden"),
+        ])
     func defaultID(url: String, expected: String) throws {
         let derived = BookDownloadRequest.derivedBookId(for: URL(string: url)!)
         #expect(derived.hasPrefix(expected + "-"))

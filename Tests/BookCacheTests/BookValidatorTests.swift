@@ -8,57 +8,62 @@ import Testing
 struct BookValidatorTests {
     let validator = BookValidator()
 
-    @Test("each refusal has a kind an app can act on", arguments: [
-        ("corrupt/error-page.epub", ValidationFailure.Kind.htmlPage),
-        ("corrupt/crc-flip.epub", .damagedEntry),
-        ("corrupt/truncated.epub", .damaged),
-        ("corrupt/no-container.epub", .missingPackageDocument),
-        ("corrupt/missing-spine-item.epub", .invalidPackageDocument),
-        ("corrupt/path-traversal.epub", .unsafeEntryName),
-        ("corrupt/encrypted-entry.epub", .encrypted),
-        ("corrupt/zip-bomb.epub", .tooLarge),
-        ("corrupt/empty.pdf", .notABook),
-    ])
+    @Test(
+        "each refusal has a kind an app can act on",
+        arguments: [
+            ("corrupt/error-page.epub", ValidationFailure.Kind.htmlPage),
+            ("corrupt/crc-flip.epub", .damagedEntry),
+            ("corrupt/truncated.epub", .damaged),
+            ("corrupt/no-container.epub", .missingPackageDocument),
+            ("corrupt/missing-spine-item.epub", .invalidPackageDocument),
+            ("corrupt/path-traversal.epub", .unsafeEntryName),
+            ("corrupt/encrypted-entry.epub", .encrypted),
+            ("corrupt/zip-bomb.epub", .tooLarge),
+            ("corrupt/empty.pdf", .notABook),
+        ])
     func refusalKinds(name: String, kind: ValidationFailure.Kind) {
         let path = Fixtures.books.appendingPathComponent(name).path
         let failure = #expect(throws: ValidationFailure.self) { try validator.check(path: path) }
         #expect(failure?.kind == kind, "\(name): \(failure?.reason ?? "")")
     }
 
-
-    @Test("valid books pass and their format comes from the bytes", arguments: [
-        ("alice.epub", BookFormat.epub),
-        ("pride.epub", .epub),
-        ("fixture-monthly-2024-05.pdf", .pdf),
-        ("trailing-junk.pdf", .pdf),
-        ("nfc-nfd-names.epub", .epub),
-    ])
+    @Test(
+        "valid books pass and their format comes from the bytes",
+        arguments: [
+            ("alice.epub", BookFormat.epub),
+            ("pride.epub", .epub),
+            ("fixture-monthly-2024-05.pdf", .pdf),
+            ("trailing-junk.pdf", .pdf),
+            ("nfc-nfd-names.epub", .epub),
+        ])
     func validBooks(name: String, format: BookFormat) throws {
         let path = Fixtures.books.appendingPathComponent(name).path
         #expect(try validator.validate(path: path) == format)
     }
 
-    @Test("each corrupt or hostile fixture is refused with its reason", arguments: [
-        ("corrupt/crc-flip.epub", "CRC"),
-        ("corrupt/truncated.epub", "damaged or truncated"),
-        ("corrupt/no-container.epub", "container.xml is missing"),
-        ("corrupt/malformed-container.epub", "not well-formed"),
-        ("corrupt/missing-spine-item.epub", "names 'OEBPS/chapter2.xhtml', which is not in the archive"),
-        ("corrupt/malformed-package.epub", "'OEBPS/content.opf' is not well-formed"),
-        ("corrupt/spine-unknown-item.epub", "the item 'nope', which its manifest does not list"),
-        ("corrupt/missing-rootfile.epub", "not in the archive"),
-        ("corrupt/path-traversal.epub", ".."),
-        ("corrupt/backslash-name.epub", "backslash"),
-        ("corrupt/absolute-name.epub", "absolute"),
-        ("corrupt/duplicate-name.epub", "appears twice, byte for byte"),
-        ("corrupt/zip-bomb.epub", "zip bomb"),
-        ("corrupt/encrypted-entry.epub", "encrypted"),
-        ("corrupt/deep-container.epub", "deeper"),
-        ("corrupt/huge-container.epub", "more than the limit"),
-        ("corrupt/error-page.epub", "HTML page"),
-        ("corrupt/truncated.pdf", "truncated"),
-        ("corrupt/empty.pdf", "empty"),
-    ])
+    @Test(
+        "each corrupt or hostile fixture is refused with its reason",
+        arguments: [
+            ("corrupt/crc-flip.epub", "CRC"),
+            ("corrupt/truncated.epub", "damaged or truncated"),
+            ("corrupt/no-container.epub", "container.xml is missing"),
+            ("corrupt/malformed-container.epub", "not well-formed"),
+            ("corrupt/missing-spine-item.epub", "names 'OEBPS/chapter2.xhtml', which is not in the archive"),
+            ("corrupt/malformed-package.epub", "'OEBPS/content.opf' is not well-formed"),
+            ("corrupt/spine-unknown-item.epub", "the item 'nope', which its manifest does not list"),
+            ("corrupt/missing-rootfile.epub", "not in the archive"),
+            ("corrupt/path-traversal.epub", ".."),
+            ("corrupt/backslash-name.epub", "backslash"),
+            ("corrupt/absolute-name.epub", "absolute"),
+            ("corrupt/duplicate-name.epub", "appears twice, byte for byte"),
+            ("corrupt/zip-bomb.epub", "zip bomb"),
+            ("corrupt/encrypted-entry.epub", "encrypted"),
+            ("corrupt/deep-container.epub", "deeper"),
+            ("corrupt/huge-container.epub", "more than the limit"),
+            ("corrupt/error-page.epub", "HTML page"),
+            ("corrupt/truncated.pdf", "truncated"),
+            ("corrupt/empty.pdf", "empty"),
+        ])
     func corruptBooks(name: String, reason: String) throws {
         let path = Fixtures.books.appendingPathComponent(name).path
         let failure = #expect(throws: ValidationFailure.self) {
@@ -67,15 +72,17 @@ struct BookValidatorTests {
         #expect(failure?.reason.contains(reason) == true, "\(name): \(failure?.reason ?? "no failure")")
     }
 
-    @Test("packaging quirks readers do not mind are accepted with a warning, and refused when strict", arguments: [
-        ("quirks/mimetype-compressed.epub", "compressed"),
-        ("quirks/mimetype-not-first.epub", "the first entry is 'META-INF/container.xml', not 'mimetype'"),
-        ("quirks/mimetype-extra-field.epub", "extra field"),
-        ("quirks/wrong-mimetype.epub", "says 'application/zip'"),
-        ("quirks/mimetype-newline.epub", "with white space around it"),
-        ("quirks/mimetype-crlf.epub", "with white space around it"),
-        ("quirks/no-mimetype.epub", "no mimetype entry"),
-    ])
+    @Test(
+        "packaging quirks readers do not mind are accepted with a warning, and refused when strict",
+        arguments: [
+            ("quirks/mimetype-compressed.epub", "compressed"),
+            ("quirks/mimetype-not-first.epub", "the first entry is 'META-INF/container.xml', not 'mimetype'"),
+            ("quirks/mimetype-extra-field.epub", "extra field"),
+            ("quirks/wrong-mimetype.epub", "says 'application/zip'"),
+            ("quirks/mimetype-newline.epub", "with white space around it"),
+            ("quirks/mimetype-crlf.epub", "with white space around it"),
+            ("quirks/no-mimetype.epub", "no mimetype entry"),
+        ])
     func quirks(name: String, warning: String) throws {
         let path = Fixtures.books.appendingPathComponent(name).path
         let report = try validator.check(path: path)
@@ -88,18 +95,20 @@ struct BookValidatorTests {
         #expect(failure?.reason.contains("strict") == true)
     }
 
-    @Test("real-world files get the verdict readers give them", arguments: [
-        ("real/epubcheck-filename-not-utf8.epub", "warn: not stored as UTF-8"),
-        ("real/epubcheck-mimetype-extra-field.epub", "warn: extra field"),
-        ("real/epubcheck-mimetype-missing.epub", "warn: no mimetype entry"),
-        ("real/epubcheck-names-equal-after-normalization.epub", "ok"),
-        ("real/epubcheck-spine-in-another-normalization.epub", "warn: in another Unicode normalisation"),
-        ("real/pdfjs-issue5954.pdf", "ok"),
-        ("real/pdfjs-xref-command-missing.pdf", "warn: rebuild the cross-reference table"),
-        ("real/pdfjs-issue6108.pdf", "warn: rebuild the cross-reference table"),
-        ("real/pdfjs-bug1980958.pdf", "refuse: damaged or truncated"),
-        ("real/pdfjs-poppler-85140-0.pdf", "refuse: damaged or truncated"),
-    ])
+    @Test(
+        "real-world files get the verdict readers give them",
+        arguments: [
+            ("real/epubcheck-filename-not-utf8.epub", "warn: not stored as UTF-8"),
+            ("real/epubcheck-mimetype-extra-field.epub", "warn: extra field"),
+            ("real/epubcheck-mimetype-missing.epub", "warn: no mimetype entry"),
+            ("real/epubcheck-names-equal-after-normalization.epub", "ok"),
+            ("real/epubcheck-spine-in-another-normalization.epub", "warn: in another Unicode normalisation"),
+            ("real/pdfjs-issue5954.pdf", "ok"),
+            ("real/pdfjs-xref-command-missing.pdf", "warn: rebuild the cross-reference table"),
+            ("real/pdfjs-issue6108.pdf", "warn: rebuild the cross-reference table"),
+            ("real/pdfjs-bug1980958.pdf", "refuse: damaged or truncated"),
+            ("real/pdfjs-poppler-85140-0.pdf", "refuse: damaged or truncated"),
+        ])
     func realWorld(name: String, verdict: String) throws {
         let path = Fixtures.books.appendingPathComponent(name).path
         if verdict == "ok" {
@@ -176,13 +185,15 @@ struct BookValidatorTests {
         try checkPDF("fixture-monthly-2024-05.pdf", variant: name, expected: expected)
     }
 
-    @Test("PDFs are judged as readers open them (deflated content)", arguments: [
-        ("as is", nil),
-        ("cut at two thirds", "refuse: damaged or truncated"),
-        // The deflate streams take the CRs too: page content readers cannot draw.
-        ("every LF made CRLF", "refuse: is damaged: error decoding stream data"),
-        ("4 KiB of junk after %%EOF", "warn: bytes after the last %%EOF"),
-    ] as [(String, String?)])
+    @Test(
+        "PDFs are judged as readers open them (deflated content)",
+        arguments: [
+            ("as is", nil),
+            ("cut at two thirds", "refuse: damaged or truncated"),
+            // The deflate streams take the CRs too: page content readers cannot draw.
+            ("every LF made CRLF", "refuse: is damaged: error decoding stream data"),
+            ("4 KiB of junk after %%EOF", "warn: bytes after the last %%EOF"),
+        ] as [(String, String?)])
     func compressedPDFVerdicts(name: String, expected: String?) throws {
         try checkPDF("compressed.pdf", variant: name, expected: expected)
     }
@@ -219,13 +230,15 @@ struct BookValidatorTests {
         #expect(throws: ValidationFailure.self) { try BookValidator.detectFormat(path: other.path) }
     }
 
-    @Test("container.xml parsing catches what XMLParser lets through on Linux", arguments: [
-        "<a><b></a>",
-        "<container><rootfiles>",
-        "<container></container><container></container>",
-        "<package><rootfile full-path='x'/></package>",
-        "not xml at all",
-    ])
+    @Test(
+        "container.xml parsing catches what XMLParser lets through on Linux",
+        arguments: [
+            "<a><b></a>",
+            "<container><rootfiles>",
+            "<container></container><container></container>",
+            "<package><rootfile full-path='x'/></package>",
+            "not xml at all",
+        ])
     func malformedContainer(xml: String) {
         #expect(throws: ValidationFailure.self) {
             try ContainerXMLParser(maxDepth: 32).rootfiles(in: Array(xml.utf8))

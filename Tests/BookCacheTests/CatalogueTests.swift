@@ -49,7 +49,8 @@ struct CatalogueTests {
             let manager = makeManager(dir)
             let report = try await manager.sync(url(server, "catalog/acquisition/main.xml"), keep: 20)
             // Entries 1–7 (acquisition, open-access) and page 2's entry 18 are books; 8–17 are not.
-            #expect(report.summary == "8 of 8 cached (8 new, 0 already cached), 10 entries skipped (no free EPUB or PDF), 0 failed, 0 removed")
+            #expect(
+                report.summary == "8 of 8 cached (8 new, 0 already cached), 10 entries skipped (no free EPUB or PDF), 0 failed, 0 removed")
             #expect(report.isComplete)
             #expect(server.requestCount(for: "/opds-test-catalog/catalog/acquisition/page2.xml") == 1)
             #expect(server.requestCount(for: "/book/52") == 0, "a buy, borrow or indirect link is never fetched")
@@ -198,8 +199,13 @@ struct CatalogueTests {
             </feed>
             """
         let page = try FeedParser().page(in: Data(feed.utf8))
-        #expect(page.entries.map { $0.request?.url.absoluteString } == ["https://www.gutenberg.org/ebooks/1342.epub3.images", "https://mirror.example/files/b.epub"])
-        #expect(page.entries.last?.request?.coverURL?.absoluteString == "https://mirror.example/files/cover.png", "the cover, not the thumbnail")
+        #expect(
+            page.entries.map { $0.request?.url.absoluteString } == [
+                "https://www.gutenberg.org/ebooks/1342.epub3.images", "https://mirror.example/files/b.epub",
+            ])
+        #expect(
+            page.entries.last?.request?.coverURL?.absoluteString == "https://mirror.example/files/cover.png", "the cover, not the thumbnail"
+        )
     }
 
     @Test("OPDS 2 language maps: the entry's language, else English, else the first; authors as names or objects")
@@ -259,7 +265,8 @@ struct CatalogueTests {
             let elsewhere = requests.filter { $0.path == "/b.epub" }
             #expect(elsewhere.count == 2)
             #expect(elsewhere.allSatisfy { $0.headers["authorization"] == nil }, "another host, directly or by redirect, gets no login")
-            let index = try Data(contentsOf: dir.path("cache/index.sqlite"))
+            let index =
+                try Data(contentsOf: dir.path("cache/index.sqlite"))
                 + ((try? Data(contentsOf: dir.path("cache/index.sqlite-wal"))) ?? Data())
             #expect(!index.isEmpty)
             #expect(index.range(of: Data("s3cret".utf8)) == nil, "no password in the index")

@@ -46,7 +46,8 @@ struct DownloadServiceTests {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let service = DownloadService(manager: makeManager(dir))
-        let bad = #"[{"url": "https://example.com/a.epub"}, {"url": "nope"}, {"url": "https://example.com/b.epub", "priority": "urgent"}, 3]"#
+        let bad =
+            #"[{"url": "https://example.com/a.epub"}, {"url": "nope"}, {"url": "https://example.com/b.epub", "priority": "urgent"}, 3]"#
         let error = await #expect(throws: DownloadService.SubmissionError.self) { try await service.submit(Data(bad.utf8)) }
         #expect(error?.problems.map(\.index) == [1, 2, 3])
         #expect(try await service.jobs().isEmpty)

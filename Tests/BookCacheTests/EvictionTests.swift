@@ -29,7 +29,9 @@ struct EvictionPlannerTests {
 
     @Test("pinned and protected books are never chosen; the plan says when limits cannot be met")
     func pinnedAndProtected() {
-        let books = [book("a", size: 10, accessed: 100, pinned: true), book("b", size: 10, accessed: 200), book("c", size: 10, accessed: 300)]
+        let books = [
+            book("a", size: 10, accessed: 100, pinned: true), book("b", size: 10, accessed: 200), book("c", size: 10, accessed: 300),
+        ]
         let plan = EvictionPlanner.plan(books: books, limits: .init(maxSize: 5), protected: ["ebook-c"])
         #expect(plan.victims.map(\.bookId) == ["b"])
         #expect(!plan.satisfied)
@@ -53,10 +55,12 @@ struct EvictionPlannerTests {
         #expect(nothing.victims.isEmpty && nothing.satisfied)
     }
 
-    @Test("human sizes and durations", arguments: [
-        ("500", Int64(500)), ("500B", 500), ("2KB", 2000), ("1.5GB", 1_500_000_000), ("2GiB", 2_147_483_648),
-        ("1 MiB", 1_048_576), ("0.5kib", 512), ("3mb", 3_000_000),
-    ])
+    @Test(
+        "human sizes and durations",
+        arguments: [
+            ("500", Int64(500)), ("500B", 500), ("2KB", 2000), ("1.5GB", 1_500_000_000), ("2GiB", 2_147_483_648),
+            ("1 MiB", 1_048_576), ("0.5kib", 512), ("3mb", 3_000_000),
+        ])
     func sizes(text: String, bytes: Int64) throws {
         #expect(try ByteSize(parsing: text).bytes == bytes)
     }
@@ -83,13 +87,16 @@ struct BudgetTests {
     let alice: Data
     init() throws { alice = try Fixtures.data("alice.epub") }
 
-    func manager(_ dir: TemporaryDirectory, clock: ManualClock, maxSize: Int64? = nil, keep: Int? = nil,
-                 freeSpace: Int64? = nil, evictForSpace: Bool = true) -> BookCacheManager {
-        BookCacheManager(configuration: BookCacheConfiguration(
-            rootDirectory: dir.path("cache"), storageReserveBytes: 0, maxSizeBytes: maxSize, keepCount: keep,
-            evictForSpace: evictForSpace,
-            freeSpace: { url in try freeSpace ?? BookCacheConfiguration.statvfsFreeSpace(url) },
-            now: { clock.now }, retryPolicy: .none))
+    func manager(
+        _ dir: TemporaryDirectory, clock: ManualClock, maxSize: Int64? = nil, keep: Int? = nil,
+        freeSpace: Int64? = nil, evictForSpace: Bool = true
+    ) -> BookCacheManager {
+        BookCacheManager(
+            configuration: BookCacheConfiguration(
+                rootDirectory: dir.path("cache"), storageReserveBytes: 0, maxSizeBytes: maxSize, keepCount: keep,
+                evictForSpace: evictForSpace,
+                freeSpace: { url in try freeSpace ?? BookCacheConfiguration.statvfsFreeSpace(url) },
+                now: { clock.now }, retryPolicy: .none))
     }
 
     func files(_ count: Int) -> [String: Data] {
@@ -173,8 +180,10 @@ struct BudgetTests {
             let size = Int64(alice.count)
             // The disk reports room for the newcomer only once one book is gone.
             let state = FreeSpace(initial: size * 10)
-            let manager = BookCacheManager(configuration: BookCacheConfiguration(
-                rootDirectory: dir.path("cache"), storageReserveBytes: 0, freeSpace: { _ in state.value }, now: { clock.now }, retryPolicy: .none))
+            let manager = BookCacheManager(
+                configuration: BookCacheConfiguration(
+                    rootDirectory: dir.path("cache"), storageReserveBytes: 0, freeSpace: { _ in state.value }, now: { clock.now },
+                    retryPolicy: .none))
             _ = try await manager.download(try request(server, "b0.epub", id: "ebook-b0"))
             clock.advance(by: 10)
             _ = try await manager.download(try request(server, "b1.epub", id: "ebook-b1"))

@@ -42,14 +42,17 @@ struct LegacyJSONIndexTests {
 
     func makeLayout(_ dir: TemporaryDirectory) throws -> CacheLayout {
         let layout = CacheLayout(root: dir.url)
-        for type in BookType.allCases { try FileManager.default.createDirectory(at: layout.folder(for: type), withIntermediateDirectories: true) }
+        for type in BookType.allCases {
+            try FileManager.default.createDirectory(at: layout.folder(for: type), withIntermediateDirectories: true)
+        }
         return layout
     }
 
     /// Gives a record its file and sidecar, as a download did.
     func putOnDisk(_ record: CachedBookMetadata, _ layout: CacheLayout) throws {
         try Data(repeating: 0x61, count: Int(record.fileSize)).write(to: layout.url(forRelativePath: record.localPath))
-        try MetadataCoding.encoder().encode(record).write(to: layout.url(forRelativePath: layout.relativeSidecarPath(for: try record.bookID)))
+        try MetadataCoding.encoder().encode(record).write(
+            to: layout.url(forRelativePath: layout.relativeSidecarPath(for: try record.bookID)))
     }
 
     @Test("the journal's complete lines are applied in order after the snapshot; a torn last line is ignored")
@@ -61,7 +64,10 @@ struct LegacyJSONIndexTests {
         changed.title = "changed later"
         try LegacyFiles.write(
             [try record("a"), try record("b"), try record("c")],
-            journal: [try LegacyFiles.line(set: changed), #"{"remove":"ebook-b"}"# + "\n", try LegacyFiles.line(set: try record("d")), #"{"set":{"id":"ebook-tor"#],
+            journal: [
+                try LegacyFiles.line(set: changed), #"{"remove":"ebook-b"}"# + "\n", try LegacyFiles.line(set: try record("d")),
+                #"{"set":{"id":"ebook-tor"#,
+            ],
             to: layout)
         let records = try LegacyJSONIndex(layout: layout, logger: Logger(label: "test")).records()
         #expect(records.map(\.id) == ["ebook-a", "ebook-c", "ebook-d"])
@@ -87,7 +93,9 @@ struct LegacyJSONIndexTests {
         #expect(try LegacyJSONIndex(layout: layout, logger: Logger(label: "test")).records() == [try record("a")])
     }
 
-    @Test("a damaged previous index is moved aside and the new index is rebuilt from the sidecars", arguments: ["garbage", "truncated", "bad journal line"])
+    @Test(
+        "a damaged previous index is moved aside and the new index is rebuilt from the sidecars",
+        arguments: ["garbage", "truncated", "bad journal line"])
     func damaged(damage: String) throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
@@ -130,16 +138,21 @@ struct LegacyJSONIndexTests {
 
 @Suite("Metadata dates")
 struct MetadataDateTests {
-    @Test("the fast date path agrees with the general ISO-8601 parser", arguments: [
-        "2026-11-22T12:04:51.802Z", "1970-01-01T00:00:00Z", "2000-02-29T23:59:59.5Z", "1999-12-31T23:59:59.999Z", "2024-03-01T00:00:00.000Z",
-    ])
+    @Test(
+        "the fast date path agrees with the general ISO-8601 parser",
+        arguments: [
+            "2026-11-22T12:04:51.802Z", "1970-01-01T00:00:00Z", "2000-02-29T23:59:59.5Z", "1999-12-31T23:59:59.999Z",
+            "2024-03-01T00:00:00.000Z",
+        ])
     func dates(text: String) throws {
         let general = try Date.ISO8601FormatStyle(includingFractionalSeconds: text.contains(".")).parse(text)
         let fast = try #require(MetadataCoding.parseUTC(text))
         #expect(abs(fast.timeIntervalSince1970 - general.timeIntervalSince1970) < 0.000_5)
     }
 
-    @Test("dates are written as the general formatter writes them", arguments: [0.0, 1_700_000_000.5, 1_763_812_345.25, 951_868_799.5, -86_400.25])
+    @Test(
+        "dates are written as the general formatter writes them",
+        arguments: [0.0, 1_700_000_000.5, 1_763_812_345.25, 951_868_799.5, -86_400.25])
     func formatting(seconds: Double) throws {
         let date = Date(timeIntervalSince1970: seconds)
         #expect(MetadataCoding.formatUTC(date) == date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true)))
@@ -147,7 +160,9 @@ struct MetadataDateTests {
         #expect(abs(back.timeIntervalSince1970 - seconds) < 0.001)
     }
 
-    @Test("other date forms are left to the general parser", arguments: ["2026-11-22T12:04:51+02:00", "2026-13-01T00:00:00Z", "yesterday", "2026-11-22 12:04:51Z"])
+    @Test(
+        "other date forms are left to the general parser",
+        arguments: ["2026-11-22T12:04:51+02:00", "2026-13-01T00:00:00Z", "yesterday", "2026-11-22 12:04:51Z"])
     func otherDates(text: String) {
         #expect(MetadataCoding.parseUTC(text) == nil)
     }

@@ -24,7 +24,8 @@ struct LocalizedMessageTests {
             #expect(error.message(in: Locale(identifier: "fr_FR")) == error.message, "a language without a table is English")
 
             let de = error.message(in: Self.german)
-            #expect(de.hasPrefix("ebook-page ist kein gültiges Buch: eine HTML-Seite (eine Anmelde- oder Fehlerseite?), kein Buch"), "\(de)")
+            #expect(
+                de.hasPrefix("ebook-page ist kein gültiges Buch: eine HTML-Seite (eine Anmelde- oder Fehlerseite?), kein Buch"), "\(de)")
             #expect(de.contains("es wurde nicht gespeichert"), "\(de)")
             let zh = error.message(in: Self.chinese)
             #expect(zh.hasPrefix("ebook-page 不是有效的书：一个 HTML 网页（登录页或错误页？），而不是书"), "\(zh)")

@@ -21,24 +21,30 @@ struct ManifestParserTests {
         #expect(result.problems.isEmpty)
         #expect(result.warnings.isEmpty)
         #expect(result.entries.map(\.line) == [2, 4, 5])
-        #expect(result.entries[0] == ManifestEntry(line: 2, url: "https://e.com/a.epub", id: "a", type: .magazine, title: "A", sha256: String(repeating: "f", count: 64), coverUrl: "https://e.com/a.jpg", size: 12))
+        #expect(
+            result.entries[0]
+                == ManifestEntry(
+                    line: 2, url: "https://e.com/a.epub", id: "a", type: .magazine, title: "A", sha256: String(repeating: "f", count: 64),
+                    coverUrl: "https://e.com/a.jpg", size: 12))
         #expect(result.entries[1].url == "https://e.com/b.pdf")
         #expect(result.entries[2].title == nil)
     }
 
-    @Test("each malformed line is reported with its line number; the rest still parse", arguments: [
-        ("{\"url\": 5}", "'url' must be a string"),
-        ("{\"id\": \"x\"}", "'url' is missing"),
-        ("{\"url\": \"https://e.com/a\", \"type\": \"comic\"}", "'type' must be"),
-        ("{\"url\": \"https://e.com/a\", \"size\": -1}", "'size'"),
-        ("{\"url\": \"https://e.com/a\", \"size\": true}", "'size'"),
-        ("{\"url\": \"https://e.com/a\", \"size\": 1.5}", "'size'"),
-        ("{\"url\": \"https://e.com/a\"", "invalid JSON"),
-        ("[\"https://e.com/a\"]", "expected a JSON object or a URL"),
-        ("\"https://e.com/a\"", "expected a JSON object or a URL"),
-        ("just words", "expected a JSON object or a URL"),
-        ("{\"url\": [\"x\"]}", "'url' must be a string"),
-    ])
+    @Test(
+        "each malformed line is reported with its line number; the rest still parse",
+        arguments: [
+            ("{\"url\": 5}", "'url' must be a string"),
+            ("{\"id\": \"x\"}", "'url' is missing"),
+            ("{\"url\": \"https://e.com/a\", \"type\": \"comic\"}", "'type' must be"),
+            ("{\"url\": \"https://e.com/a\", \"size\": -1}", "'size'"),
+            ("{\"url\": \"https://e.com/a\", \"size\": true}", "'size'"),
+            ("{\"url\": \"https://e.com/a\", \"size\": 1.5}", "'size'"),
+            ("{\"url\": \"https://e.com/a\"", "invalid JSON"),
+            ("[\"https://e.com/a\"]", "expected a JSON object or a URL"),
+            ("\"https://e.com/a\"", "expected a JSON object or a URL"),
+            ("just words", "expected a JSON object or a URL"),
+            ("{\"url\": [\"x\"]}", "'url' must be a string"),
+        ])
     func malformed(line: String, message: String) {
         let text = "https://e.com/first.epub\n\(line)\nhttps://e.com/last.epub\n"
         let result = parser.parse(Data(text.utf8))

@@ -18,7 +18,9 @@ struct MutationFuzzTests {
     /// Rounds per seed file; raise with BOOKCACHE_FUZZ_ROUNDS for a longer run.
     static let rounds = Int(ProcessInfo.processInfo.environment["BOOKCACHE_FUZZ_ROUNDS"] ?? "") ?? 1000
 
-    @Test("validators answer every mutated book", arguments: ["alice.epub", "pride.epub", "fixture-monthly-2024-05.pdf", "corrupt/zip-bomb.epub"])
+    @Test(
+        "validators answer every mutated book",
+        arguments: ["alice.epub", "pride.epub", "fixture-monthly-2024-05.pdf", "corrupt/zip-bomb.epub"])
     func validators(seedFile: String) throws {
         let original = try Fixtures.data(seedFile)
         // FNV-1a of the name: a seed that is the same in every run (hashValue is not).

@@ -47,10 +47,11 @@ struct NeverLoseABookTests {
     func manager(_ dir: TemporaryDirectory, limit: Limit, clock: ManualClock, retryPolicy: RetryPolicy = .none) -> BookCacheManager {
         // Room for any one of the books, never for two.
         let size = Int64(max(alice.count, pride.count, damaged.count))
-        return BookCacheManager(configuration: BookCacheConfiguration(
-            rootDirectory: dir.path("cache"), storageReserveBytes: 0,
-            maxSizeBytes: limit == .maxSize ? size + size / 2 : nil, keepCount: limit == .keep ? 1 : nil,
-            now: { clock.now }, retryPolicy: retryPolicy))
+        return BookCacheManager(
+            configuration: BookCacheConfiguration(
+                rootDirectory: dir.path("cache"), storageReserveBytes: 0,
+                maxSizeBytes: limit == .maxSize ? size + size / 2 : nil, keepCount: limit == .keep ? 1 : nil,
+                now: { clock.now }, retryPolicy: retryPolicy))
     }
 
     @Test("a download that fails for any reason evicts nothing for the budget", arguments: Limit.allCases, Failure.allCases)
@@ -66,18 +67,25 @@ struct NeverLoseABookTests {
             let error: BookCacheError?
             switch failure {
             case .htmlPage:
-                error = await #expect(throws: BookCacheError.self) { try await manager.download(try request(server, "html/login", id: "ebook-login")) }
+                error = await #expect(throws: BookCacheError.self) {
+                    try await manager.download(try request(server, "html/login", id: "ebook-login"))
+                }
                 #expect(error?.kind == .fileCorrupted)
             case .damagedEPUB:
-                error = await #expect(throws: BookCacheError.self) { try await manager.download(try request(server, "damaged.epub", id: "ebook-damaged")) }
+                error = await #expect(throws: BookCacheError.self) {
+                    try await manager.download(try request(server, "damaged.epub", id: "ebook-damaged"))
+                }
                 #expect(error?.kind == .fileCorrupted)
             case .checksumMismatch:
                 error = await #expect(throws: BookCacheError.self) {
-                    try await manager.download(try request(server, "pride.epub", id: "ebook-pride", sha256: String(repeating: "0", count: 64)))
+                    try await manager.download(
+                        try request(server, "pride.epub", id: "ebook-pride", sha256: String(repeating: "0", count: 64)))
                 }
                 #expect(error?.kind == .checksumMismatch)
             case .notFound:
-                error = await #expect(throws: BookCacheError.self) { try await manager.download(try request(server, "missing.epub", id: "ebook-missing")) }
+                error = await #expect(throws: BookCacheError.self) {
+                    try await manager.download(try request(server, "missing.epub", id: "ebook-missing"))
+                }
                 #expect(error?.httpStatus == 404)
             case .cancelled:
                 // The body stalls after its first bytes; the download is cancelled once they arrived.
@@ -130,8 +138,10 @@ struct NeverLoseABookTests {
             let clock = ManualClock()
             let size = Int64(alice.count)
             let free = FreeSpace(initial: size * 100)
-            let manager = BookCacheManager(configuration: BookCacheConfiguration(
-                rootDirectory: dir.path("cache"), storageReserveBytes: 0, freeSpace: { _ in free.value }, now: { clock.now }, retryPolicy: .none))
+            let manager = BookCacheManager(
+                configuration: BookCacheConfiguration(
+                    rootDirectory: dir.path("cache"), storageReserveBytes: 0, freeSpace: { _ in free.value }, now: { clock.now },
+                    retryPolicy: .none))
             for i in 0..<3 {
                 _ = try await manager.download(try request(server, "b\(i).epub", id: "ebook-b\(i)"))
                 clock.advance(by: 10)
@@ -149,8 +159,9 @@ struct NeverLoseABookTests {
     func noEvictionWithRoom() async throws {
         try await withServerAndDirectory(files: ["alice.epub": alice]) { server, dir in
             let free = FreeSpace(initial: 1 << 30)
-            let manager = BookCacheManager(configuration: BookCacheConfiguration(
-                rootDirectory: dir.path("cache"), storageReserveBytes: 0, freeSpace: { _ in free.value }, retryPolicy: .none))
+            let manager = BookCacheManager(
+                configuration: BookCacheConfiguration(
+                    rootDirectory: dir.path("cache"), storageReserveBytes: 0, freeSpace: { _ in free.value }, retryPolicy: .none))
             _ = try await manager.download(try request(server, "alice.epub", id: "ebook-alice"))
             await #expect(throws: BookCacheError.self) { try await manager.download(try request(server, "html/login", id: "ebook-login")) }
             #expect(try await manager.allBooks().map(\.id) == ["ebook-alice"])
@@ -160,10 +171,13 @@ struct NeverLoseABookTests {
     @Test("the insufficient-storage message names the book's size and the reserve apart")
     func reserveIsNamed() async throws {
         try await withServerAndDirectory(files: ["alice.epub": alice]) { server, dir in
-            let manager = BookCacheManager(configuration: BookCacheConfiguration(
-                rootDirectory: dir.path("cache"), storageReserveBytes: 100_000_000, evictForSpace: false,
-                freeSpace: { _ in 16_800_000 }, retryPolicy: .none))
-            let error = await #expect(throws: BookCacheError.self) { try await manager.download(try request(server, "alice.epub", id: "ebook-alice")) }
+            let manager = BookCacheManager(
+                configuration: BookCacheConfiguration(
+                    rootDirectory: dir.path("cache"), storageReserveBytes: 100_000_000, evictForSpace: false,
+                    freeSpace: { _ in 16_800_000 }, retryPolicy: .none))
+            let error = await #expect(throws: BookCacheError.self) {
+                try await manager.download(try request(server, "alice.epub", id: "ebook-alice"))
+            }
             #expect(error?.kind == .insufficientStorage)
             #expect(error?.message.contains("1.6 KB for the book + 100 MB reserve") == true, "\(error?.message ?? "")")
             #expect(error?.message.contains("16.8 MB free") == true, "\(error?.message ?? "")")
@@ -188,7 +202,8 @@ struct NeverLoseABookTests {
             #expect(try Data(contentsOf: second.fileURL) == pride)
             #expect(try await manager.allBooks().count == 2)
             // The same URL again is the same book.
-            #expect(try await manager.download(try BookDownloadRequest(url: "\(server.baseURL)/a/book.epub", type: .ebook)).wasAlreadyCached)
+            #expect(
+                try await manager.download(try BookDownloadRequest(url: "\(server.baseURL)/a/book.epub", type: .ebook)).wasAlreadyCached)
         }
     }
 
@@ -230,13 +245,17 @@ struct NeverLoseABookTests {
         let calibre = BookDownloadRequest.derivedBookId(for: URL(string: "http://host:8080/get/epub/12/Calibre_Library")!)
         #expect(calibre.hasPrefix("Calibre_Library-"))
         #expect(calibre != BookDownloadRequest.derivedBookId(for: URL(string: "http://host:8080/get/epub/13/Calibre_Library")!))
-        _ = try BookID(type: .ebook, bookId: BookDownloadRequest.derivedBookId(for: URL(string: "https://e.com/" + String(repeating: "x", count: 300) + ".epub")!))
+        _ = try BookID(
+            type: .ebook,
+            bookId: BookDownloadRequest.derivedBookId(for: URL(string: "https://e.com/" + String(repeating: "x", count: 300) + ".epub")!))
         _ = try BookID(type: .ebook, bookId: BookDownloadRequest.derivedBookId(for: URL(string: "https://e.com/")!))
     }
 
     @Test("ids from a source's identifier: kept when already safe, made safe and unique otherwise")
     func sourceIdentifierRule() throws {
-        #expect(BookDownloadRequest.bookId(forSourceIdentifier: "urn:uuid:6409a00b-7bf2-405e-826c-3fdff0fd0734") == "6409a00b-7bf2-405e-826c-3fdff0fd0734")
+        #expect(
+            BookDownloadRequest.bookId(forSourceIdentifier: "urn:uuid:6409a00b-7bf2-405e-826c-3fdff0fd0734")
+                == "6409a00b-7bf2-405e-826c-3fdff0fd0734")
         #expect(BookDownloadRequest.bookId(forSourceIdentifier: "moby-dick") == "moby-dick")
         let feedbooks = BookDownloadRequest.bookId(forSourceIdentifier: "https://www.feedbooks.com/book/123")
         #expect(feedbooks.hasPrefix("www.feedbooks.com_book_123-"))
@@ -310,8 +329,10 @@ struct NeverLoseABookTests {
             let step = alice.count * 15 / 100
             for _ in 0..<6 { server.enqueueFault(.dropAfter(bytes: step), for: "/alice.epub") }
             let clock = ManualDownloadClock()
-            let manager = BookCacheManager(configuration: BookCacheConfiguration(
-                rootDirectory: dir.path("cache"), storageReserveBytes: 0, retryPolicy: RetryPolicy(retries: 2, jitter: 0), downloadClock: clock))
+            let manager = BookCacheManager(
+                configuration: BookCacheConfiguration(
+                    rootDirectory: dir.path("cache"), storageReserveBytes: 0, retryPolicy: RetryPolicy(retries: 2, jitter: 0),
+                    downloadClock: clock))
             let events = EventLog()
             let result = try await manager.download(try request(server, "alice.epub", id: "ebook-alice")) { events.append($0) }
             #expect(try Data(contentsOf: result.fileURL) == alice)
@@ -326,9 +347,12 @@ struct NeverLoseABookTests {
         try await withServerAndDirectory(files: ["alice.epub": alice]) { server, dir in
             for _ in 0..<3 { server.enqueueFault(.status(503), for: "/alice.epub") }
             let clock = ManualDownloadClock()
-            let manager = BookCacheManager(configuration: BookCacheConfiguration(
-                rootDirectory: dir.path("cache"), storageReserveBytes: 0, retryPolicy: RetryPolicy(retries: 2), downloadClock: clock))
-            let error = await #expect(throws: BookCacheError.self) { try await manager.download(try request(server, "alice.epub", id: "ebook-alice")) }
+            let manager = BookCacheManager(
+                configuration: BookCacheConfiguration(
+                    rootDirectory: dir.path("cache"), storageReserveBytes: 0, retryPolicy: RetryPolicy(retries: 2), downloadClock: clock))
+            let error = await #expect(throws: BookCacheError.self) {
+                try await manager.download(try request(server, "alice.epub", id: "ebook-alice"))
+            }
             #expect(server.requestCount(for: "/alice.epub") == 3)
             #expect(error?.message.contains("gave up after 3 attempts") == true, "\(error?.message ?? "")")
         }

@@ -255,8 +255,9 @@ struct SyncTests {
         var all = files(4)
         all["wanted.epub"] = alice
         try await withServerAndDirectory(files: all) { server, dir in
-            let manager = BookCacheManager(configuration: BookCacheConfiguration(
-                rootDirectory: dir.path("cache"), maxConcurrentDownloads: 1, storageReserveBytes: 0, retryPolicy: .none))
+            let manager = BookCacheManager(
+                configuration: BookCacheConfiguration(
+                    rootDirectory: dir.path("cache"), maxConcurrentDownloads: 1, storageReserveBytes: 0, retryPolicy: .none))
             server.holdRequests(to: "/b0.epub")
             let sync = Task { try await manager.sync(manifest(server, 0..<4), keep: 4) }
             await server.waitForRequests(count: 1)
@@ -272,12 +273,14 @@ struct SyncTests {
         }
     }
 
-    @Test("formats are detected from the content", arguments: [
-        ("  <?xml version='1.0'?><feed/>", FeedParser.Format.opds1),
-        ("{\"publications\": []}", .opds2),
-        ("{\"url\": \"https://e.com/a.epub\"}\n", .manifest),
-        ("https://e.com/a.epub\n", .manifest),
-    ])
+    @Test(
+        "formats are detected from the content",
+        arguments: [
+            ("  <?xml version='1.0'?><feed/>", FeedParser.Format.opds1),
+            ("{\"publications\": []}", .opds2),
+            ("{\"url\": \"https://e.com/a.epub\"}\n", .manifest),
+            ("https://e.com/a.epub\n", .manifest),
+        ])
     func detect(text: String, format: FeedParser.Format) {
         #expect(FeedParser.detect(Data(text.utf8)) == format)
     }

@@ -12,7 +12,8 @@ struct SQLiteIndexTests {
         var record = CachedBookMetadata(
             id: try BookID(type: type, bookId: "b\(n)"), title: "Title \(n) — ünïcode", coverUrl: n % 2 == 0 ? "https://x/c\(n).jpg" : nil,
             fileUrl: "https://x/\(n).epub", localPath: "\(type.folderName)/b\(n).epub", fileSize: size,
-            downloadedAt: Date(timeIntervalSince1970: 1_700_000_000.25), lastAccessedAt: Date(timeIntervalSince1970: 1_700_000_000 + accessed),
+            downloadedAt: Date(timeIntervalSince1970: 1_700_000_000.25),
+            lastAccessedAt: Date(timeIntervalSince1970: 1_700_000_000 + accessed),
             checksum: String(repeating: "a", count: 64), format: .epub, etag: "\"e\(n)\"", lastModified: nil)
         record.authors = ["Ann", "Bob"]
         record.warnings = n % 3 == 0 ? ["the mimetype entry is compressed"] : []

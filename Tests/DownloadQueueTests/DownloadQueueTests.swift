@@ -1,9 +1,10 @@
 import BookCacheTestSupport
-@testable import DownloadQueue
 import Foundation
 import Logging
 import Synchronization
 import Testing
+
+@testable import DownloadQueue
 
 /// A body of `count` bytes that differs from others by `seed`.
 func payload(_ count: Int, seed: UInt8 = 0) -> Data {
@@ -340,7 +341,10 @@ struct DownloadQueueTests {
             await server.waitForRequests(count: 1)
             let b = await queue.enqueue(job(server, "b", in: dir, as: "b"))
             await queue.cancelAll()
-            let errors = [await #expect(throws: DownloadError.self) { try await a.result() }, await #expect(throws: DownloadError.self) { try await b.result() }]
+            let errors = [
+                await #expect(throws: DownloadError.self) { try await a.result() },
+                await #expect(throws: DownloadError.self) { try await b.result() },
+            ]
             #expect(errors.map { $0?.kind } == [.cancelled, .cancelled])
             server.releaseHeld()
             #expect(server.requestCount(for: "/b") == 0)

@@ -31,7 +31,8 @@ struct FileDownloaderTests {
     @Test("a chunked body is read whole")
     func chunked() async throws {
         try await withServerAndDirectory(files: ["book.bin": payload]) { server, dir in
-            let file = try await downloader().download(from: URL(string: "\(server.baseURL)/chunked/book.bin")!, to: dir.path("c.part").path)
+            let file = try await downloader().download(
+                from: URL(string: "\(server.baseURL)/chunked/book.bin")!, to: dir.path("c.part").path)
             #expect(file.sha256 == payloadSHA256)
         }
     }
@@ -39,7 +40,8 @@ struct FileDownloaderTests {
     @Test("redirects are followed and the final URL reported")
     func redirects() async throws {
         try await withServerAndDirectory(files: ["book.bin": payload]) { server, dir in
-            let file = try await downloader().download(from: URL(string: "\(server.baseURL)/redirect/3/book.bin")!, to: dir.path("r.part").path)
+            let file = try await downloader().download(
+                from: URL(string: "\(server.baseURL)/redirect/3/book.bin")!, to: dir.path("r.part").path)
             #expect(file.sha256 == payloadSHA256)
             #expect(file.finalURL.hasSuffix("/book.bin"))
             #expect(server.requests.count == 4)
@@ -137,7 +139,8 @@ struct FileDownloaderTests {
     func maxBytes() async throws {
         try await withServerAndDirectory(files: ["book.bin": payload]) { server, dir in
             let error = await #expect(throws: DownloadError.self) {
-                try await downloader().download(from: URL(string: "\(server.baseURL)/chunked/book.bin")!, to: dir.path("m").path, maxBytes: 1000)
+                try await downloader().download(
+                    from: URL(string: "\(server.baseURL)/chunked/book.bin")!, to: dir.path("m").path, maxBytes: 1000)
             }
             #expect(error?.kind == .bodyTooLong)
         }

@@ -1,7 +1,8 @@
 import BookCacheTestSupport
-@testable import DownloadQueue
 import Foundation
 import Testing
+
+@testable import DownloadQueue
 
 /// A header cannot carry a second header or request: every control character in a value is
 /// refused where the header is made, and libcurl is never handed one built another way.

@@ -11,7 +11,11 @@ struct RetryPolicyTests {
     func backoffTable() {
         let policy = RetryPolicy(retries: 10)
         let noJitter = (1...9).map { policy.backoff(beforeRetry: $0, random: 0) }
-        #expect(noJitter == [.milliseconds(500), .seconds(1), .seconds(2), .seconds(4), .seconds(8), .seconds(16), .seconds(30), .seconds(30), .seconds(30)])
+        #expect(
+            noJitter == [
+                .milliseconds(500), .seconds(1), .seconds(2), .seconds(4), .seconds(8), .seconds(16), .seconds(30), .seconds(30),
+                .seconds(30),
+            ])
         let fullJitter = (1...3).map { policy.backoff(beforeRetry: $0, random: 0.999_999) }
         #expect(fullJitter == [.milliseconds(250), .milliseconds(500), .seconds(1)])
     }
@@ -29,12 +33,14 @@ struct RetryPolicyTests {
         #expect(machine.attempts == 3)
     }
 
-    @Test("what is retried and what is not", arguments: [
-        (DownloadError.Kind.httpStatus, 404, false), (.httpStatus, 400, false), (.httpStatus, 401, false),
-        (.httpStatus, 408, true), (.httpStatus, 429, true), (.httpStatus, 500, true), (.httpStatus, 503, true),
-        (.connectionFailed, 0, true), (.timedOut, 0, true), (.bodyCutShort, 0, true),
-        (.cancelled, 0, false), (.refused, 0, false), (.invalidURL, 0, false), (.fileSystem, 0, false), (.bodyTooLong, 0, false),
-    ])
+    @Test(
+        "what is retried and what is not",
+        arguments: [
+            (DownloadError.Kind.httpStatus, 404, false), (.httpStatus, 400, false), (.httpStatus, 401, false),
+            (.httpStatus, 408, true), (.httpStatus, 429, true), (.httpStatus, 500, true), (.httpStatus, 503, true),
+            (.connectionFailed, 0, true), (.timedOut, 0, true), (.bodyCutShort, 0, true),
+            (.cancelled, 0, false), (.refused, 0, false), (.invalidURL, 0, false), (.fileSystem, 0, false), (.bodyTooLong, 0, false),
+        ])
     func retryable(kind: DownloadError.Kind, status: Int, expected: Bool) {
         var machine = RetryStateMachine(policy: RetryPolicy(retries: 3))
         machine.attemptStarted()
@@ -108,6 +114,8 @@ struct RetryPolicyTests {
     func plainWords() {
         var error = DownloadError(kind: .bodyCutShort, url: URL(string: "http://u:p@127.0.0.1/a.epub")!, detail: "the connection was reset")
         error.attempts = 4
-        #expect(error.description == "the download of http://***@127.0.0.1/a.epub was cut short: the connection was reset; gave up after 4 attempts")
+        #expect(
+            error.description
+                == "the download of http://***@127.0.0.1/a.epub was cut short: the connection was reset; gave up after 4 attempts")
     }
 }

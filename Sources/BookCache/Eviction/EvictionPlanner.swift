@@ -52,7 +52,8 @@ public struct EvictionPlanner: Sendable {
     ) -> Plan {
         var planning = Planning(
             total: books.reduce(Int64(0)) { $0 + $1.fileSize } + incomingBytes, count: books.count + incomingCount, limits: limits)
-        let candidates = books
+        let candidates =
+            books
             .filter { !$0.pinned && !protected.contains($0.id) }
             .sorted { ($0.lastAccessedAt, $0.id) < ($1.lastAccessedAt, $1.id) }
         for book in candidates where !planning.consider(book) { break }

@@ -121,7 +121,7 @@ final class IndexStore: Sendable {
                         slot = index
                     }
                     return try body(index)
-                } catch where error.isDamage && attempt == 0 {
+                } catch  where error.isDamage && attempt == 0 {
                     slot = nil
                     try moveAside(problem: error.description)
                 } catch {
@@ -221,9 +221,11 @@ final class IndexStore: Sendable {
         }
         switch error.code {
         case 8:  // SQLITE_READONLY
-            return .cacheDirectoryUnusable(layout.root.path, "it is on a read-only filesystem, or this user may not write to it; nothing was changed")
+            return .cacheDirectoryUnusable(
+                layout.root.path, "it is on a read-only filesystem, or this user may not write to it; nothing was changed")
         case 14:  // SQLITE_CANTOPEN
-            return .cacheDirectoryUnusable(layout.root.path, "the index cannot be opened (\(error.message)); check the folder's permissions")
+            return .cacheDirectoryUnusable(
+                layout.root.path, "the index cannot be opened (\(error.message)); check the folder's permissions")
         case 13:  // SQLITE_FULL
             return .cacheDirectoryUnusable(layout.root.path, "the disk is full; nothing was changed")
         case 5, 6:  // SQLITE_BUSY, SQLITE_LOCKED

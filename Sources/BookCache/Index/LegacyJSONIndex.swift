@@ -31,7 +31,8 @@ struct LegacyJSONIndex {
 
         var description: String {
             switch self {
-            case .newerSchema(let version): "metadata.json is from a newer BookCache (schema \(version); this one reads \(LegacyJSONIndex.schemaVersion))"
+            case .newerSchema(let version):
+                "metadata.json is from a newer BookCache (schema \(version); this one reads \(LegacyJSONIndex.schemaVersion))"
             case .damaged(let detail), .unreadable(let detail): detail
             }
         }
@@ -56,7 +57,9 @@ struct LegacyJSONIndex {
             for (key, entry) in snapshot.books {
                 switch entry {
                 case .record(let record): books[key] = record
-                case .undecodable(let reason): logger.warning("left out a record of the previous index that does not decode", metadata: ["id": "\(key)", "error": "\(reason)"])
+                case .undecodable(let reason):
+                    logger.warning(
+                        "left out a record of the previous index that does not decode", metadata: ["id": "\(key)", "error": "\(reason)"])
                 }
             }
         }

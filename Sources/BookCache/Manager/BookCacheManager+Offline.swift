@@ -49,7 +49,7 @@ extension BookCacheManager {
         do {
             let result = try await download(urgent, onEvent: onEvent)
             return try cachedFile(for: request.id) ?? result.fileURL
-        } catch where error.kind == .networkUnavailable {
+        } catch  where error.kind == .networkUnavailable {
             throw .offline(request.id, cause: error.underlying ?? error)
         }
     }
@@ -63,10 +63,13 @@ extension BookCacheManager {
     /// - Parameter ids: The books; every book when empty.
     /// - Returns: One verdict per book, in id order.
     public func check(_ ids: [BookID] = []) async throws(BookCacheError) -> [FreshnessCheck] {
-        let books = try ids.isEmpty ? allBooks() : ids.map { id throws(BookCacheError) in
-            guard let record = try metadata(for: id) else { throw .notCached(id) }
-            return record
-        }
+        let books =
+            try ids.isEmpty
+            ? allBooks()
+            : ids.map { id throws(BookCacheError) in
+                guard let record = try metadata(for: id) else { throw .notCached(id) }
+                return record
+            }
         var results: [FreshnessCheck] = []
         await withTaskGroup(of: FreshnessCheck.self) { group in
             for book in books {
@@ -134,10 +137,13 @@ extension BookCacheManager {
         _ ids: [BookID] = [], outdatedOnly: Bool = false,
         onEvent: @escaping @Sendable (BookID, DownloadEvent) -> Void = { _, _ in }
     ) async throws(BookCacheError) -> [(id: BookID, result: Result<BookDownloadResult, BookCacheError>)] {
-        var books = try ids.isEmpty ? allBooks() : ids.map { id throws(BookCacheError) in
-            guard let record = try metadata(for: id) else { throw .notCached(id) }
-            return record
-        }
+        var books =
+            try ids.isEmpty
+            ? allBooks()
+            : ids.map { id throws(BookCacheError) in
+                guard let record = try metadata(for: id) else { throw .notCached(id) }
+                return record
+            }
         if outdatedOnly { books = books.filter(\.outdated) }
         var requests: [BookDownloadRequest] = []
         for book in books {

@@ -135,7 +135,8 @@ extension BookCacheManager {
         while page.isNavigation {
             guard level < Self.maxSyncLevels else {
                 throw .invalidArgument(
-                    "\(source.key): the catalogue's sections lead more than \(Self.maxSyncLevels) levels deep without a book; give the URL of the section to sync")
+                    "\(source.key): the catalogue's sections lead more than \(Self.maxSyncLevels) levels deep without a book; give the URL of the section to sync"
+                )
             }
             let chosen = try Self.choose(
                 from: page.sections, named: nameUsed ? nil : section, source: pageURL.map(URLRedaction.redacted) ?? source.key)
@@ -170,7 +171,8 @@ extension BookCacheManager {
             }
             guard books < keep, let next = page.next else { break }
             guard visited.insert(next.absoluteString).inserted else {
-                logger.warning("the catalogue's next page is one already read; stopping", metadata: ["url": "\(URLRedaction.redacted(next))"])
+                logger.warning(
+                    "the catalogue's next page is one already read; stopping", metadata: ["url": "\(URLRedaction.redacted(next))"])
                 break
             }
             guard pages < Self.maxSyncPages else {
@@ -196,9 +198,10 @@ extension BookCacheManager {
         }
         if let newest = sections.first(where: \.isNewestFirst) { return newest }
         let words: Set<Substring> = ["newest", "latest", "recent", "new"]
-        if let newest = sections.first(where: { section in section.title.lowercased().split { !$0.isLetter }.contains(where: words.contains) }) {
-            return newest
+        let named = sections.first { section in
+            section.title.lowercased().split { !$0.isLetter }.contains(where: words.contains)
         }
+        if let named { return named }
         throw .chooseSection(
             "\(source) is a navigation feed with no newest-first section; choose one of its sections:\n\(list(sections))")
     }

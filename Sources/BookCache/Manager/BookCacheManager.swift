@@ -108,8 +108,9 @@ public actor BookCacheManager {
         guard let record = try cachedRecord(id) else { return nil }
         do {
             try touch(id)
-        } catch where error.kind == .cacheDirectoryUnusable {
-            logger.warning("could not record the access; the book is still readable", metadata: ["id": "\(id)", "error": "\(error.message)"])
+        } catch  where error.kind == .cacheDirectoryUnusable {
+            logger.warning(
+                "could not record the access; the book is still readable", metadata: ["id": "\(id)", "error": "\(error.message)"])
         }
         return layout.url(forRelativePath: record.localPath)
     }

@@ -69,8 +69,10 @@ public struct BookDownloadRequest: Sendable, Hashable {
         self.coverURL = try coverURL.map { url throws(BookCacheError) in try Self.parseURL(url) }
         if let expectedSHA256 {
             let normalized = expectedSHA256.lowercased()
-            guard normalized.utf8.count == 64, normalized.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }) else {
-                var error = BookCacheError(.invalidChecksum, "invalid SHA-256 '\(expectedSHA256.debugEscaped)': expected 64 hexadecimal digits")
+            guard normalized.utf8.count == 64, normalized.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) })
+            else {
+                var error = BookCacheError(
+                    .invalidChecksum, "invalid SHA-256 '\(expectedSHA256.debugEscaped)': expected 64 hexadecimal digits")
                 error.reason = "malformed checksum"
                 throw error
             }

@@ -45,7 +45,8 @@ public enum BookEvent: Sendable {
     /// The book the event is about, when it names one by id.
     public var bookID: BookID? {
         switch self {
-        case .queued(let id), .started(let id, _), .progress(let id, _), .retrying(let id, _, _, _), .validating(let id), .failed(let id, _):
+        case .queued(let id), .started(let id, _), .progress(let id, _), .retrying(let id, _, _, _), .validating(let id),
+            .failed(let id, _):
             id
         case .cached(let record, _): try? record.bookID
         case .evicted(let book): try? book.metadata.bookID
@@ -59,7 +60,8 @@ public enum BookEvent: Sendable {
         case .queued: self = .queued(id)
         case .started(_, let attempt): self = .started(id, attempt: attempt)
         case .progress(_, let progress): self = .progress(id, progress)
-        case .retrying(_, let attempt, let delay, let reason): self = .retrying(id, attempt: attempt, delay: delay, reason: reason.description)
+        case .retrying(_, let attempt, let delay, let reason):
+            self = .retrying(id, attempt: attempt, delay: delay, reason: reason.description)
         case .finished: return nil
         }
     }

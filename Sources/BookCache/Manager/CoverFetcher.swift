@@ -27,24 +27,26 @@ struct CoverFetcher: Sendable {
             }
             let relative = "\(id.type.folderName)/\(id.bookId).cover.\(ext)"
             let (layout, store) = (self.layout, self.store)
-            try await BlockingWork.run { () throws(BookCacheError) in try store.update { index throws(BookCacheError) in
-                // The book may have been deleted or evicted meanwhile: then the cover goes too.
-                guard var record = index[id] else {
-                    FileDownloader.discard(partial.path)
-                    return
-                }
-                do {
-                    if let old = record.coverPath, old != relative {
-                        try FileSystem.removeFile(layout.url(forRelativePath: old))
+            try await BlockingWork.run { () throws(BookCacheError) in
+                try store.update { index throws(BookCacheError) in
+                    // The book may have been deleted or evicted meanwhile: then the cover goes too.
+                    guard var record = index[id] else {
+                        FileDownloader.discard(partial.path)
+                        return
                     }
-                    try FileSystem.moveAtomically(from: partial, to: layout.url(forRelativePath: relative))
-                    record.coverPath = relative
-                    try layout.writeSidecar(record)
-                } catch {
-                    throw .cacheDirectoryUnusable(layout.root.path, "cannot store the cover of \(id) (\(error))")
+                    do {
+                        if let old = record.coverPath, old != relative {
+                            try FileSystem.removeFile(layout.url(forRelativePath: old))
+                        }
+                        try FileSystem.moveAtomically(from: partial, to: layout.url(forRelativePath: relative))
+                        record.coverPath = relative
+                        try layout.writeSidecar(record)
+                    } catch {
+                        throw .cacheDirectoryUnusable(layout.root.path, "cannot store the cover of \(id) (\(error))")
+                    }
+                    index[id] = record
                 }
-                index[id] = record
-            } }
+            }
             logger.info("cached the cover", metadata: ["id": "\(id)", "path": "\(relative)"])
         } catch {
             FileDownloader.discard(partial.path)

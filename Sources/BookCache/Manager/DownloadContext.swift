@@ -46,7 +46,8 @@ struct DownloadContext: Sendable {
                 let limits = evictor.limits(from: settings)
                 let strict = configuration.strictValidation ?? settings.strict ?? false
                 if let record = meanwhile {
-                    return BookDownloadResult(metadata: record, fileURL: layout.url(forRelativePath: record.localPath), wasAlreadyCached: true)
+                    return BookDownloadResult(
+                        metadata: record, fileURL: layout.url(forRelativePath: record.localPath), wasAlreadyCached: true)
                 }
                 let opened: OpenedDownload
                 do {
@@ -59,7 +60,9 @@ struct DownloadContext: Sendable {
                 if let length = opened.head.remainingLength ?? opened.head.expectedLength ?? request.expectedSize {
                     let evictor = self.evictor
                     do throws(BookCacheError) {
-                        evictedForSpace = try await BlockingWork.run { () throws(BookCacheError) in try evictor.admit(length, for: id, limits: limits) }
+                        evictedForSpace = try await BlockingWork.run { () throws(BookCacheError) in
+                            try evictor.admit(length, for: id, limits: limits)
+                        }
                     } catch {
                         opened.cancel()
                         throw error
@@ -189,7 +192,8 @@ struct DownloadContext: Sendable {
         let (stored, evicted) = try publish(record, from: partial, pin: request.pin, syncSource: request.syncSource, limits: limits)
         published = true
         logger.info(
-            "cached", metadata: ["id": "\(id)", "bytes": "\(file.byteCount)", "sha256": "\(file.sha256)", "resumedFrom": "\(file.resumedFrom)"])
+            "cached",
+            metadata: ["id": "\(id)", "bytes": "\(file.byteCount)", "sha256": "\(file.sha256)", "resumedFrom": "\(file.resumedFrom)"])
         return BookDownloadResult(
             metadata: stored, fileURL: layout.url(forRelativePath: relativePath), wasAlreadyCached: false, evicted: evicted)
     }

@@ -49,7 +49,8 @@ public struct ManifestEntry: Sendable, Hashable {
                 request = try BookDownloadRequest(
                     url: url, id: BookID(type: type ?? defaultType, bookId: id), title: title, coverURL: coverUrl, expectedSHA256: sha256)
             } else {
-                request = try BookDownloadRequest(url: url, type: type ?? defaultType, title: title, coverURL: coverUrl, expectedSHA256: sha256)
+                request = try BookDownloadRequest(
+                    url: url, type: type ?? defaultType, title: title, coverURL: coverUrl, expectedSHA256: sha256)
             }
             request.pin = pin
             request.expectedSize = size

@@ -112,10 +112,12 @@ public struct ManifestParser: Sendable {
         let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
         if trimmed.isEmpty || trimmed.hasPrefix("#") { return }
         if !trimmed.hasPrefix("{") {
-            let looksLikeURL = trimmed.first?.isLetter == true && trimmed.contains("://")
+            let looksLikeURL =
+                trimmed.first?.isLetter == true && trimmed.contains("://")
                 && !trimmed.contains(where: { $0 == " " || $0 == "\t" })
             if !looksLikeURL {
-                result.problems.append(ManifestProblem(line: number, message: "expected a JSON object or a URL, got '\(trimmed.debugEscaped)'"))
+                result.problems.append(
+                    ManifestProblem(line: number, message: "expected a JSON object or a URL, got '\(trimmed.debugEscaped)'"))
             } else {
                 result.entries.append(ManifestEntry(line: number, url: trimmed))
             }
@@ -138,7 +140,11 @@ public struct ManifestParser: Sendable {
             let unknown = Set(object.keys).subtracting(Self.knownKeys).sorted()
             if !unknown.isEmpty {
                 result.warnings.append(
-                    ManifestProblem(line: number, message: "ignoring unknown key\(unknown.count == 1 ? "" : "s") \(unknown.map { "'\($0.debugEscaped)'" }.joined(separator: ", "))"))
+                    ManifestProblem(
+                        line: number,
+                        message:
+                            "ignoring unknown key\(unknown.count == 1 ? "" : "s") \(unknown.map { "'\($0.debugEscaped)'" }.joined(separator: ", "))"
+                    ))
             }
         } catch {
             result.problems.append(error)

@@ -21,7 +21,8 @@ public struct ByteSize: Sendable, Hashable, Comparable, CustomStringConvertible 
         let numberPart = trimmed.prefix { $0.isNumber || $0 == "." }
         let unit = trimmed.dropFirst(numberPart.count).trimmingCharacters(in: .whitespaces).lowercased()
         guard !numberPart.isEmpty, numberPart.filter({ $0 == "." }).count <= 1, let value = Double(numberPart) else {
-            throw .invalidArgument("invalid size '\(text.debugEscaped)': use a number with B, KB, MB, GB, KiB, MiB or GiB, such as 2GiB or 1.5GB")
+            throw .invalidArgument(
+                "invalid size '\(text.debugEscaped)': use a number with B, KB, MB, GB, KiB, MiB or GiB, such as 2GiB or 1.5GB")
         }
         let multipliers: [String: Double] = [
             "": 1, "b": 1,

@@ -401,7 +401,8 @@ public actor DownloadService {
             return
         }
         job.attempts += 1
-        let delay = min(configuration.maxNetworkDelay.seconds, configuration.firstNetworkDelay.seconds * pow(2, Double(min(job.attempts - 1, 30))))
+        let delay = min(
+            configuration.maxNetworkDelay.seconds, configuration.firstNetworkDelay.seconds * pow(2, Double(min(job.attempts - 1, 30))))
         job.state = connection ? .waitingForNetwork : .retrying
         job.nextAttemptAt = now().addingTimeInterval(delay)
         logger.info(
@@ -552,7 +553,10 @@ public actor DownloadService {
             }
             let unknown = Set(object.keys).subtracting(ManifestParser.knownKeys).sorted()
             guard unknown.isEmpty else {
-                problems.append(.init(index: index, reason: "unknown field\(unknown.count == 1 ? "" : "s") \(unknown.map { "'\($0)'" }.joined(separator: ", "))"))
+                problems.append(
+                    .init(
+                        index: index,
+                        reason: "unknown field\(unknown.count == 1 ? "" : "s") \(unknown.map { "'\($0)'" }.joined(separator: ", "))"))
                 continue
             }
             guard let line = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) else {

@@ -50,7 +50,9 @@ public struct CacheSettings: Codable, Sendable, Hashable {
     }
 
     /// The keys `config` accepts.
-    public static let keys = ["max-size", "keep", "reserve", "proxy", "noproxy", "limit-rate", "netrc", "cacert", "strict", "concurrency", "retries"]
+    public static let keys = [
+        "max-size", "keep", "reserve", "proxy", "noproxy", "limit-rate", "netrc", "cacert", "strict", "concurrency", "retries",
+    ]
 
     /// Sets a key from its text form (`2GiB`, `50`).
     /// - Throws: ``BookCacheError`` of kind ``BookCacheError/Kind/invalidArgument``.
@@ -74,7 +76,8 @@ public struct CacheSettings: Codable, Sendable, Hashable {
     /// A whole number in `range`, for `key`.
     public static func parseNumber(_ text: String, for key: String, in range: ClosedRange<Int>) throws(BookCacheError) -> Int {
         guard let value = Int(text.trimmingCharacters(in: .whitespaces)), range.contains(value) else {
-            throw .invalidArgument("invalid \(key) '\(text.debugEscaped)': use a whole number from \(range.lowerBound) to \(range.upperBound)")
+            throw .invalidArgument(
+                "invalid \(key) '\(text.debugEscaped)': use a whole number from \(range.lowerBound) to \(range.upperBound)")
         }
         return value
     }

@@ -96,7 +96,9 @@ final class BookLock: Sendable {
             guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
                 let code = errno
                 close(fd)
-                guard code == EWOULDBLOCK || code == EINTR else { throw FileSystem.CallError(operation: "lock", path: url.path, code: code) }
+                guard code == EWOULDBLOCK || code == EINTR else {
+                    throw FileSystem.CallError(operation: "lock", path: url.path, code: code)
+                }
                 return nil
             }
             guard sameFile(fd, url) else {

@@ -55,7 +55,8 @@ public struct CacheLayout: Sendable, Hashable {
     func writeSidecar(_ record: CachedBookMetadata) throws {
         let id = try record.bookID
         let data = try MetadataCoding.encoder(pretty: true).encode(record)
-        try FileSystem.writeAtomically(data, to: url(forRelativePath: relativeSidecarPath(for: id)), temporaryFolder: partialFolder, durable: false)
+        try FileSystem.writeAtomically(
+            data, to: url(forRelativePath: relativeSidecarPath(for: id)), temporaryFolder: partialFolder, durable: false)
     }
 
     /// The suffix that marks a sidecar file.
@@ -96,7 +97,8 @@ public struct CacheLayout: Sendable, Hashable {
         if let explicit, !explicit.isEmpty { return URL(fileURLWithPath: explicit, isDirectory: true) }
         if let dir = environment["BOOKCACHE_DIR"], !dir.isEmpty { return URL(fileURLWithPath: dir, isDirectory: true) }
         #if canImport(Darwin)
-            let caches = FileManager.default.urls(for: .cachesDirectory, in: .userDomainMask).first
+            let caches =
+                FileManager.default.urls(for: .cachesDirectory, in: .userDomainMask).first
                 ?? URL(fileURLWithPath: NSHomeDirectory()).appendingPathComponent("Library/Caches")
             return caches.appendingPathComponent("BookCache", isDirectory: true)
         #else

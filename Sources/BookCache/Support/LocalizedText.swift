@@ -32,7 +32,8 @@ public enum BookCacheLanguage: String, Sendable, CaseIterable {
     /// The first language of a browser's `Accept-Language` (`de-DE,de;q=0.9,en;q=0.8`), by
     /// weight, that BookCache speaks; English when none is.
     public init(acceptLanguage header: String?) {
-        let ranges = (header ?? "").split(separator: ",").enumerated().compactMap { index, part -> (tag: String, weight: Double, index: Int)? in
+        let ranges = (header ?? "").split(separator: ",").enumerated().compactMap {
+            index, part -> (tag: String, weight: Double, index: Int)? in
             let pieces = part.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces) }
             guard let tag = pieces.first, !tag.isEmpty else { return nil }
             let weight = pieces.dropFirst().first { $0.hasPrefix("q=") }.flatMap { Double($0.dropFirst(2)) } ?? 1

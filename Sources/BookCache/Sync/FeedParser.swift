@@ -96,11 +96,13 @@ public struct FeedParser: Sendable {
         parser.delegate = delegate
         let ok = parser.parse()
         guard ok, parser.parserError == nil, delegate.depth == 0 else {
-            throw .invalidArgument("the OPDS feed is not well-formed XML\(parser.parserError.map { " (\($0.localizedDescription))" } ?? "")")
+            throw .invalidArgument(
+                "the OPDS feed is not well-formed XML\(parser.parserError.map { " (\($0.localizedDescription))" } ?? "")")
         }
         guard delegate.sawFeed else {
             throw .invalidArgument(
-                "the document is XML but not an OPDS feed or entry (its root element is <\(delegate.rootName)>); check that the URL is the catalogue's")
+                "the document is XML but not an OPDS feed or entry (its root element is <\(delegate.rootName)>); check that the URL is the catalogue's"
+            )
         }
         var entries: [SyncEntry] = []
         var sections: [FeedSection] = []
@@ -160,7 +162,10 @@ public struct FeedParser: Sendable {
             return url.absoluteString
         }
 
-        func parser(_ parser: XMLParser, didStartElement name: String, namespaceURI: String?, qualifiedName: String?, attributes: [String: String] = [:]) {
+        func parser(
+            _ parser: XMLParser, didStartElement name: String, namespaceURI: String?, qualifiedName: String?,
+            attributes: [String: String] = [:]
+        ) {
             depth += 1
             if depth > 64 { parser.abortParsing() }
             if depth == 1 {
@@ -258,11 +263,14 @@ public struct FeedParser: Sendable {
 
     private func opds2Entry(_ item: Any, position: Int) -> SyncEntry {
         guard let publication = item as? [String: Any] else {
-            return SyncEntry(position: position, outcome: .invalid(ManifestProblem(line: position, message: "publication \(position) is not an object")))
+            return SyncEntry(
+                position: position, outcome: .invalid(ManifestProblem(line: position, message: "publication \(position) is not an object")))
         }
         let metadata = publication["metadata"] as? [String: Any] ?? [:]
         let language = (metadata["language"] as? String) ?? (metadata["language"] as? [String])?.first
-        let identifier = (metadata["identifier"] as? String).flatMap { $0.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty ? nil : $0 }
+        let identifier = (metadata["identifier"] as? String).flatMap {
+            $0.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty ? nil : $0
+        }
         var authors: [String] = []
         for contributor in (metadata["author"] as? [Any]) ?? (metadata["author"].map { [$0] } ?? []) {
             // A contributor is a name, a language map of names, or an object with a `name`.
@@ -287,7 +295,8 @@ public struct FeedParser: Sendable {
             let properties = link["properties"] as? [String: Any]
             let indirect = (properties?["indirectAcquisition"] as? [[String: Any]] ?? []).compactMap { $0["type"] as? String }
             return Link(
-                rels: rels, type: link["type"] as? String ?? "", href: resolved(href) ?? href, title: Self.text(of: link["title"], language: nil),
+                rels: rels, type: link["type"] as? String ?? "", href: resolved(href) ?? href,
+                title: Self.text(of: link["title"], language: nil),
                 indirectTypes: indirect)
         }
     }
@@ -364,15 +373,20 @@ public struct FeedParser: Sendable {
             let offered = Set(links.filter { $0.rels.contains { $0.hasPrefix("http://opds-spec.org/acquisition") } }.map(\.rels).joined())
             let reason: String
             if !free.isEmpty {
-                reason = "only \(Set(free.map(\.1.rawValue)).sorted().joined(separator: ", ")), not \(formats.map(\.rawValue).joined(separator: " or "))"
+                reason =
+                    "only \(Set(free.map(\.1.rawValue)).sorted().joined(separator: ", ")), not \(formats.map(\.rawValue).joined(separator: " or "))"
             } else if let indirect {
-                reason = "the EPUB or PDF is behind \(Self.mediaType(indirect.type).isEmpty ? "another resource" : Self.mediaType(indirect.type)) (an indirect acquisition), not a download"
-            } else if case let types = Set(links.filter { $0.rels.contains(where: Self.acquisitionRels.contains) }.map { Self.mediaType($0.type) }),
+                reason =
+                    "the EPUB or PDF is behind \(Self.mediaType(indirect.type).isEmpty ? "another resource" : Self.mediaType(indirect.type)) (an indirect acquisition), not a download"
+            } else if case let types = Set(
+                links.filter { $0.rels.contains(where: Self.acquisitionRels.contains) }.map { Self.mediaType($0.type) }),
                 !types.isEmpty
             {
-                reason = "no EPUB or PDF (only \(types.map { $0.isEmpty ? "a file of unknown type" : $0 }.sorted().joined(separator: ", ")))"
+                reason =
+                    "no EPUB or PDF (only \(types.map { $0.isEmpty ? "a file of unknown type" : $0 }.sorted().joined(separator: ", ")))"
             } else if !offered.isEmpty {
-                reason = "no free EPUB or PDF (only \(offered.map { $0.replacingOccurrences(of: "http://opds-spec.org/acquisition", with: "acquisition") }.sorted().joined(separator: ", ")))"
+                reason =
+                    "no free EPUB or PDF (only \(offered.map { $0.replacingOccurrences(of: "http://opds-spec.org/acquisition", with: "acquisition") }.sorted().joined(separator: ", ")))"
             } else {
                 reason = "no free EPUB or PDF"
             }

@@ -74,7 +74,8 @@ public struct SyncReport: Sendable {
     /// ``summary`` in `locale`'s language (English, German or Simplified Chinese).
     public func summary(in locale: Locale) -> String {
         var text = LocalizedText.format(
-            "%1$@ of %2$@ cached (%3$@ new, %4$@ already cached)", locale, ["\(inCache)", "\(wanted)", "\(inCache - alreadyCached)", "\(alreadyCached)"])
+            "%1$@ of %2$@ cached (%3$@ new, %4$@ already cached)", locale,
+            ["\(inCache)", "\(wanted)", "\(inCache - alreadyCached)", "\(alreadyCached)"])
         if !skippedEntries.isEmpty {
             let key = skippedEntries.count == 1 ? ", %@ entry skipped (no free EPUB or PDF)" : ", %@ entries skipped (no free EPUB or PDF)"
             text += LocalizedText.format(key, locale, ["\(skippedEntries.count)"])

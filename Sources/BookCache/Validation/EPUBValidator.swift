@@ -70,21 +70,27 @@ struct EPUBValidator {
             guard names.insert(entry.rawName).inserted else {
                 throw ValidationFailure("the entry name '\(entry.name.debugEscaped)' appears twice, byte for byte", kind: .unsafeEntryName)
             }
-            if entry.encrypted { throw ValidationFailure("the entry '\(entry.name)' is encrypted (DRM-protected books cannot be validated)", kind: .encrypted) }
+            if entry.encrypted {
+                throw ValidationFailure(
+                    "the entry '\(entry.name)' is encrypted (DRM-protected books cannot be validated)", kind: .encrypted)
+            }
             totalDeclared += entry.size
             if totalDeclared > limits.maxTotalUncompressedBytes {
-                throw ValidationFailure("the entries declare more than \(limits.maxTotalUncompressedBytes) uncompressed bytes (a zip bomb?)", kind: .tooLarge)
+                throw ValidationFailure(
+                    "the entries declare more than \(limits.maxTotalUncompressedBytes) uncompressed bytes (a zip bomb?)", kind: .tooLarge)
             }
             if entry.size > limits.ratioCheckThreshold && entry.size / max(entry.compressedSize, 1) > limits.maxCompressionRatio {
                 throw ValidationFailure(
-                    "the entry '\(entry.name)' expands \(entry.size / max(entry.compressedSize, 1))× (limit \(limits.maxCompressionRatio)×): a zip bomb?", kind: .tooLarge)
+                    "the entry '\(entry.name)' expands \(entry.size / max(entry.compressedSize, 1))× (limit \(limits.maxCompressionRatio)×): a zip bomb?",
+                    kind: .tooLarge)
             }
         }
 
         var warnings = try mimetypeWarnings(archive, entries: entries)
         if let legacy = entries.first(where: { Array($0.name.utf8) != $0.rawName }) {
             warnings.append(
-                "the entry name '\(legacy.name.debugEscaped)' is not stored as UTF-8 (read as the ZIP standard's CP437); EPUB packaging asks for UTF-8 names")
+                "the entry name '\(legacy.name.debugEscaped)' is not stored as UTF-8 (read as the ZIP standard's CP437); EPUB packaging asks for UTF-8 names"
+            )
         }
         let confirmed = blockCRC32.map { storedEntriesConfirmed(by: $0, path: path, entries: entries) } ?? []
         // Entries are looked up by name as the ZIP standard reads it (UTF-8 when flagged or valid,
@@ -96,7 +102,8 @@ struct EPUBValidator {
         }
         let container = entries[Int(containerIndex)]
         guard container.size <= Int64(limits.maxContainerXMLBytes) else {
-            throw ValidationFailure("\(Self.containerPath) is \(container.size) bytes, more than the limit of \(limits.maxContainerXMLBytes)", kind: .tooLarge)
+            throw ValidationFailure(
+                "\(Self.containerPath) is \(container.size) bytes, more than the limit of \(limits.maxContainerXMLBytes)", kind: .tooLarge)
         }
         let containerXML = try readThrough(archive, containerIndex, name: container.name, keep: true)
         let rootfiles = try ContainerXMLParser(maxDepth: limits.maxContainerXMLDepth).rootfiles(in: containerXML)
@@ -104,14 +111,16 @@ struct EPUBValidator {
             throw ValidationFailure("\(Self.containerPath) names no rootfile", kind: .missingPackageDocument)
         }
         for rootfile in rootfiles where indexByName[Array(rootfile.utf8)] == nil {
-            throw ValidationFailure("\(Self.containerPath) names the rootfile '\(rootfile)', which is not in the archive", kind: .missingPackageDocument)
+            throw ValidationFailure(
+                "\(Self.containerPath) names the rootfile '\(rootfile)', which is not in the archive", kind: .missingPackageDocument)
         }
         // The package document: read (its CRC checked) and parsed; its spine must be there.
         let packageIndex = indexByName[Array(packagePath.utf8)]!
         let packageEntry = entries[Int(packageIndex)]
         guard packageEntry.size <= Int64(limits.maxPackageDocumentBytes) else {
             throw ValidationFailure(
-                "the package document '\(packagePath)' is \(packageEntry.size) bytes, more than the limit of \(limits.maxPackageDocumentBytes)", kind: .tooLarge)
+                "the package document '\(packagePath)' is \(packageEntry.size) bytes, more than the limit of \(limits.maxPackageDocumentBytes)",
+                kind: .tooLarge)
         }
         let packageXML = try readThrough(archive, packageIndex, name: packageEntry.name, keep: true)
         let spine = try PackageDocumentParser(path: packagePath, maxDepth: limits.maxContainerXMLDepth).spine(in: packageXML)
@@ -122,13 +131,16 @@ struct EPUBValidator {
             // bytes will not.
             if normalized == nil {
                 normalized = Dictionary(
-                    entries.map { (Array($0.name.precomposedStringWithCanonicalMapping.utf8), $0.name) }, uniquingKeysWith: { first, _ in first })
+                    entries.map { (Array($0.name.precomposedStringWithCanonicalMapping.utf8), $0.name) },
+                    uniquingKeysWith: { first, _ in first })
             }
             guard let stored = normalized?[Array(item.precomposedStringWithCanonicalMapping.utf8)] else {
-                throw ValidationFailure("the spine of '\(packagePath)' names '\(item)', which is not in the archive", kind: .invalidPackageDocument)
+                throw ValidationFailure(
+                    "the spine of '\(packagePath)' names '\(item)', which is not in the archive", kind: .invalidPackageDocument)
             }
             warnings.append(
-                "the spine names '\(item.debugEscaped)', stored as '\(stored.debugEscaped)' in another Unicode normalisation; readers that compare names byte for byte will not find it")
+                "the spine names '\(item.debugEscaped)', stored as '\(stored.debugEscaped)' in another Unicode normalisation; readers that compare names byte for byte will not find it"
+            )
         }
 
         var work: [(index: UInt64, entry: Entry)] = []
@@ -291,7 +303,8 @@ struct EPUBValidator {
         var warnings: [String] = []
         let entry = entries[position]
         if position != 0 {
-            warnings.append("the first entry is '\(entries[0].name.debugEscaped)', not 'mimetype' (an EPUB packaging rule; readers do not need it)")
+            warnings.append(
+                "the first entry is '\(entries[0].name.debugEscaped)', not 'mimetype' (an EPUB packaging rule; readers do not need it)")
         }
         if entry.method != ZIP_CM_STORE {
             warnings.append("the mimetype entry is compressed; EPUB packaging asks for it stored (readers do not need it)")
@@ -300,7 +313,8 @@ struct EPUBValidator {
         if zip_file_extra_fields_count(archive, index, zip_flags_t(ZIP_FL_LOCAL)) > 0
             || zip_file_extra_fields_count(archive, index, zip_flags_t(ZIP_FL_CENTRAL)) > 0
         {
-            warnings.append("the mimetype entry has an extra field, which EPUB packaging forbids (zip without -X adds one; readers do not mind)")
+            warnings.append(
+                "the mimetype entry has an extra field, which EPUB packaging forbids (zip without -X adds one; readers do not mind)")
         }
         guard entry.size <= 1024 else {
             warnings.append("the mimetype entry is \(entry.size) bytes, not '\(Self.mimetype)'")
@@ -310,7 +324,9 @@ struct EPUBValidator {
         if bytes != Array(Self.mimetype.utf8) {
             let text = String(decoding: bytes, as: UTF8.self)
             if text.trimmingCharacters(in: .whitespacesAndNewlines) == Self.mimetype {
-                warnings.append("the mimetype entry is '\(text.debugEscaped)': '\(Self.mimetype)' with white space around it (an EPUB packaging rule; readers do not need it)")
+                warnings.append(
+                    "the mimetype entry is '\(text.debugEscaped)': '\(Self.mimetype)' with white space around it (an EPUB packaging rule; readers do not need it)"
+                )
             } else {
                 warnings.append("the mimetype entry says '\(text.debugEscaped)', not '\(Self.mimetype)' (readers go by container.xml)")
             }

@@ -59,7 +59,8 @@ struct PDFValidator {
             return [junk]
         }
         if case .read(_, let warnings) = whole {
-            return ["qpdf had to rebuild the cross-reference table (\(warnings.first ?? "damaged")); readers do the same"] + (junk.map { [$0] } ?? [])
+            return ["qpdf had to rebuild the cross-reference table (\(warnings.first ?? "damaged")); readers do the same"]
+                + (junk.map { [$0] } ?? [])
         }
         // startxref missing or wrong: point a new one at the last cross-reference section, as a
         // reader's repair finds it.
@@ -208,7 +209,9 @@ private final class MappedFile {
         guard fd >= 0 else { throw ValidationFailure("cannot open the file (\(String(cString: strerror(errno))))", kind: .unreadable) }
         defer { close(fd) }
         var info = stat()
-        guard fstat(fd, &info) == 0 else { throw ValidationFailure("cannot read the file (\(String(cString: strerror(errno))))", kind: .unreadable) }
+        guard fstat(fd, &info) == 0 else {
+            throw ValidationFailure("cannot read the file (\(String(cString: strerror(errno))))", kind: .unreadable)
+        }
         let size = Int(info.st_size)
         guard size > 0 else { throw ValidationFailure("the file is empty", kind: .notABook) }
         guard let mapped = mmap(nil, size, PROT_READ, MAP_PRIVATE, fd, 0), mapped != MAP_FAILED else {

@@ -21,18 +21,25 @@ struct PackageDocumentParser {
         let delegate = Delegate(path: path, maxDepth: maxDepth)
         try parseXML(data, with: delegate, named: "the package document '\(path)'")
         guard delegate.sawRoot, delegate.depth == 0 else {
-            throw ValidationFailure("the package document '\(path)' is not well-formed XML (unbalanced elements)", kind: .invalidPackageDocument)
+            throw ValidationFailure(
+                "the package document '\(path)' is not well-formed XML (unbalanced elements)", kind: .invalidPackageDocument)
         }
         guard delegate.rootName == "package" else {
             throw ValidationFailure(
-                "the package document '\(path)' has the root element '\(delegate.rootName ?? "")', not 'package'", kind: .invalidPackageDocument)
+                "the package document '\(path)' has the root element '\(delegate.rootName ?? "")', not 'package'",
+                kind: .invalidPackageDocument)
         }
-        guard delegate.sawSpine else { throw ValidationFailure("the package document '\(path)' has no spine", kind: .invalidPackageDocument) }
-        guard !delegate.itemrefs.isEmpty else { throw ValidationFailure("the spine of '\(path)' lists no chapters", kind: .invalidPackageDocument) }
+        guard delegate.sawSpine else {
+            throw ValidationFailure("the package document '\(path)' has no spine", kind: .invalidPackageDocument)
+        }
+        guard !delegate.itemrefs.isEmpty else {
+            throw ValidationFailure("the spine of '\(path)' lists no chapters", kind: .invalidPackageDocument)
+        }
         var paths: [String] = []
         for idref in delegate.itemrefs {
             guard let href = delegate.manifest[idref] else {
-                throw ValidationFailure("the spine of '\(path)' names the item '\(idref)', which its manifest does not list", kind: .invalidPackageDocument)
+                throw ValidationFailure(
+                    "the spine of '\(path)' names the item '\(idref)', which its manifest does not list", kind: .invalidPackageDocument)
             }
             paths.append(try resolve(href))
         }
@@ -43,7 +50,8 @@ struct PackageDocumentParser {
     private func resolve(_ href: String) throws(ValidationFailure) -> String {
         let withoutFragment = href.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? href
         guard let decoded = withoutFragment.removingPercentEncoding, !decoded.isEmpty else {
-            throw ValidationFailure("the manifest of '\(path)' has the href '\(href)', which is not a valid relative URL", kind: .invalidPackageDocument)
+            throw ValidationFailure(
+                "the manifest of '\(path)' has the href '\(href)', which is not a valid relative URL", kind: .invalidPackageDocument)
         }
         if decoded.contains("://") || decoded.hasPrefix("/") {
             throw ValidationFailure("the spine of '\(path)' names '\(href)', which is outside the book", kind: .invalidPackageDocument)
@@ -54,7 +62,8 @@ struct PackageDocumentParser {
             case ".", "": continue
             case "..":
                 guard !parts.isEmpty else {
-                    throw ValidationFailure("the spine of '\(path)' names '\(href)', which is outside the book", kind: .invalidPackageDocument)
+                    throw ValidationFailure(
+                        "the spine of '\(path)' names '\(href)', which is outside the book", kind: .invalidPackageDocument)
                 }
                 parts.removeLast()
             default: parts.append(String(part))

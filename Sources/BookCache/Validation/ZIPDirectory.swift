@@ -75,7 +75,8 @@ struct ZIPDirectory {
                 size: Int64(Self.u32(directory, position + 24)),
                 localHeaderOffset: Int64(Self.u32(directory, position + 42)))
             if entry.size == 0xFFFF_FFFF || entry.compressedSize == 0xFFFF_FFFF || entry.localHeaderOffset == 0xFFFF_FFFF {
-                guard Self.applyZIP64(&entry, extra: Array(directory[(nameStart + nameLength)..<(nameStart + nameLength + extraLength)])) else {
+                guard Self.applyZIP64(&entry, extra: Array(directory[(nameStart + nameLength)..<(nameStart + nameLength + extraLength)]))
+                else {
                     return nil
                 }
             }
@@ -113,7 +114,9 @@ struct ZIPDirectory {
                 }
                 if entry.size == 0xFFFF_FFFF { guard let value = next() else { return false }; entry.size = value }
                 if entry.compressedSize == 0xFFFF_FFFF { guard let value = next() else { return false }; entry.compressedSize = value }
-                if entry.localHeaderOffset == 0xFFFF_FFFF { guard let value = next() else { return false }; entry.localHeaderOffset = value }
+                if entry.localHeaderOffset == 0xFFFF_FFFF {
+                    guard let value = next() else { return false }; entry.localHeaderOffset = value
+                }
                 return entry.size >= 0 && entry.compressedSize >= 0 && entry.localHeaderOffset >= 0
             }
             position += 4 + length

@@ -19,7 +19,8 @@ struct Verifier: Sendable {
             if !outcome.warnings.isEmpty { warnings[record.id] = outcome.warnings }
         }
         if scanStrays { problems += strays(known: known) }
-        var report = VerifyReport(checked: records.count, problems: problems.sorted { ($0.path, $0.kind.rawValue) < ($1.path, $1.kind.rawValue) })
+        var report = VerifyReport(
+            checked: records.count, problems: problems.sorted { ($0.path, $0.kind.rawValue) < ($1.path, $1.kind.rawValue) })
         report.warnings = warnings
         return report
     }
@@ -32,7 +33,10 @@ struct Verifier: Sendable {
             return (.init(kind: .missing, id: record.id, path: record.localPath, detail: "the file is gone"), [])
         }
         guard size == record.fileSize else {
-            return (.init(kind: .changed, id: record.id, path: record.localPath, detail: "size is \(size) bytes, recorded \(record.fileSize)"), [])
+            return (
+                .init(kind: .changed, id: record.id, path: record.localPath, detail: "size is \(size) bytes, recorded \(record.fileSize)"),
+                []
+            )
         }
         // Re-hash and re-validate at the same time, on two cores: both read the whole file.
         let digest = ResultBox<Result<String, FileSystem.CallError>>()
@@ -53,7 +57,10 @@ struct Verifier: Sendable {
         case .failure(let error):
             return (.init(kind: .missing, id: record.id, path: record.localPath, detail: "cannot be read (\(error))"), [])
         case .success(let digest) where digest != record.checksum:
-            return (.init(kind: .changed, id: record.id, path: record.localPath, detail: "SHA-256 is \(digest), recorded \(record.checksum)"), [])
+            return (
+                .init(kind: .changed, id: record.id, path: record.localPath, detail: "SHA-256 is \(digest), recorded \(record.checksum)"),
+                []
+            )
         default:
             break
         }

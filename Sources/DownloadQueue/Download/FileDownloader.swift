@@ -61,7 +61,8 @@ public struct FileDownloader: Sendable {
         headers: [HTTPHeader] = [],
         onProgress: @Sendable (DownloadProgress) -> Void = { _ in }
     ) async throws(DownloadError) -> DownloadedFile {
-        let opened = try await open(from: url, to: destination, maxBytes: maxBytes, resume: resume, credentials: credentials, headers: headers)
+        let opened = try await open(
+            from: url, to: destination, maxBytes: maxBytes, resume: resume, credentials: credentials, headers: headers)
         return try await receive(opened, computesBlockCRC32: computesBlockCRC32, onProgress: onProgress)
     }
 
@@ -125,7 +126,9 @@ public struct FileDownloader: Sendable {
                 Self.discard(destination)
                 throw DownloadError(
                     kind: .invalidResponse, url: finalURL,
-                    detail: "the server answered a request for bytes \(offset)- with Content-Range \(response.header("Content-Range") ?? "(none)"); starting over")
+                    detail:
+                        "the server answered a request for bytes \(offset)- with Content-Range \(response.header("Content-Range") ?? "(none)"); starting over"
+                )
             }
             expectedBody = range.end - range.start + 1
         default:
@@ -358,7 +361,9 @@ public struct FileDownloader: Sendable {
             let n = read(fd, buffer.baseAddress, Int(min(Int64(chunk), remaining)))
             if n < 0 && errno == EINTR { continue }
             guard n > 0 else {
-                throw DownloadError(kind: .fileSystem, url: url, errnoCode: n < 0 ? errno : EIO, detail: "the partial file \(path) is shorter than expected")
+                throw DownloadError(
+                    kind: .fileSystem, url: url, errnoCode: n < 0 ? errno : EIO, detail: "the partial file \(path) is shorter than expected"
+                )
             }
             hasher.update(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
             remaining -= Int64(n)
@@ -398,7 +403,8 @@ final class OutputFile: @unchecked Sendable {
         let fd = open(path, flags, 0o644)
         guard fd >= 0 else {
             let code = errno
-            throw DownloadError(kind: .fileSystem, url: url, errnoCode: code, detail: "cannot create \(path): \(String(cString: strerror(code)))")
+            throw DownloadError(
+                kind: .fileSystem, url: url, errnoCode: code, detail: "cannot create \(path): \(String(cString: strerror(code)))")
         }
         self.fd = fd
         if append {
@@ -413,7 +419,8 @@ final class OutputFile: @unchecked Sendable {
             if written < 0 {
                 if errno == EINTR { continue }
                 let code = errno
-                throw DownloadError(kind: .fileSystem, url: url, errnoCode: code, detail: "writing \(path): \(String(cString: strerror(code)))")
+                throw DownloadError(
+                    kind: .fileSystem, url: url, errnoCode: code, detail: "writing \(path): \(String(cString: strerror(code)))")
             }
             offset += written
         }
@@ -428,7 +435,8 @@ final class OutputFile: @unchecked Sendable {
     func syncAndClose() throws {
         if fsync(fd) != 0 {
             let code = errno
-            throw DownloadError(kind: .fileSystem, url: url, errnoCode: code, detail: "flushing \(path): \(String(cString: strerror(code)))")
+            throw DownloadError(
+                kind: .fileSystem, url: url, errnoCode: code, detail: "flushing \(path): \(String(cString: strerror(code)))")
         }
         let result = systemClose(fd)
         fd = -1
@@ -488,7 +496,6 @@ final class HashBox: @unchecked Sendable {
         blocks?.update(bytes)
     }
 }
-
 
 /// A response whose head has arrived and been accepted, its body not yet read: the value
 /// ``FileDownloader/open(from:to:maxBytes:resume:credentials:headers:)`` returns, for the caller

@@ -233,9 +233,10 @@ public actor DownloadQueue {
     // MARK: - Slots
 
     private func insertWaiter(_ waiter: Waiter) {
-        let index = waiting.firstIndex { other in
-            other.priority < waiter.priority || (other.priority == waiter.priority && other.sequence > waiter.sequence)
-        } ?? waiting.endIndex
+        let index =
+            waiting.firstIndex { other in
+                other.priority < waiter.priority || (other.priority == waiter.priority && other.sequence > waiter.sequence)
+            } ?? waiting.endIndex
         waiting.insert(waiter, at: index)
     }
 

@@ -100,7 +100,10 @@ public final class CurlTransport: HTTPTransport, Sendable {
         // (HTTPHeader refuses them where they enter; this catches any built another way).
         if let bad = request.headers.first(where: { !HTTPHeader.isSendable(name: $0.name, value: $0.value) }) {
             throw DownloadError(
-                kind: .invalidRequest, url: url, detail: "the request header '\(bad.name.debugDescription.prefix(40))' has a control character or is not a token; nothing was sent")
+                kind: .invalidRequest, url: url,
+                detail:
+                    "the request header '\(bad.name.debugDescription.prefix(40))' has a control character or is not a token; nothing was sent"
+            )
         }
         let credentials = (request.credentials ?? HTTPCredentials(userInfoOf: request.url)).flatMap { $0.applies(to: url) ? $0 : nil }
         let transfer = CurlTransfer(url: url, headers: request.headers, credentials: credentials, configuration: configuration)
@@ -207,23 +210,24 @@ final class CurlTransfer: @unchecked Sendable {
     /// and URL; it is called for the first bytes only.
     func received(body bytes: UnsafeRawBufferPointer, head readHead: () -> (status: Int, url: URL?)) -> Bool {
         // The bytes are copied once: to the waiting reader, or into the buffer.
-        let (head, reader, buffer, accepted): (CheckedContinuation<Head, any Error>?, CheckedContinuation<[UInt8]?, any Error>?, [UInt8]?, Bool) =
-            state.withLock { state in
-                let head = state.head
-                state.head = nil
-                if state.reader == nil && state.bufferedBytes >= Self.pauseAbove {
-                    state.paused = true
-                    return (head, nil, nil, false)
+        let (head, reader, buffer, accepted):
+            (CheckedContinuation<Head, any Error>?, CheckedContinuation<[UInt8]?, any Error>?, [UInt8]?, Bool) =
+                state.withLock { state in
+                    let head = state.head
+                    state.head = nil
+                    if state.reader == nil && state.bufferedBytes >= Self.pauseAbove {
+                        state.paused = true
+                        return (head, nil, nil, false)
+                    }
+                    let buffer = [UInt8](bytes)
+                    if let reader = state.reader {
+                        state.reader = nil
+                        return (head, reader, buffer, true)
+                    }
+                    state.buffered.append(buffer)
+                    state.bufferedBytes += buffer.count
+                    return (head, nil, nil, true)
                 }
-                let buffer = [UInt8](bytes)
-                if let reader = state.reader {
-                    state.reader = nil
-                    return (head, reader, buffer, true)
-                }
-                state.buffered.append(buffer)
-                state.bufferedBytes += buffer.count
-                return (head, nil, nil, true)
-            }
         if let head {
             let info = readHead()
             head.resume(returning: makeHead(status: info.status, effectiveURL: info.url))
@@ -244,7 +248,11 @@ final class CurlTransfer: @unchecked Sendable {
             return (head, reader)
         }
         if let head {
-            if let error { head.resume(throwing: error) } else { head.resume(returning: makeHead(status: status, effectiveURL: effectiveURL)) }
+            if let error {
+                head.resume(throwing: error)
+            } else {
+                head.resume(returning: makeHead(status: status, effectiveURL: effectiveURL))
+            }
         }
         if let reader {
             if let error { reader.resume(throwing: error) } else { reader.resume(returning: nil) }
@@ -334,7 +342,9 @@ final class CurlDriver: @unchecked Sendable {
     private func run() {
         var stopping = false
         while !stopping {
-            for command in commands.withLock({ commands in defer { commands.queue = [] }; return commands.queue }) {
+            for command in commands.withLock({ commands in
+                defer { commands.queue = [] }; return commands.queue
+            }) {
                 switch command {
                 case .stop:
                     stopping = true
@@ -362,7 +372,9 @@ final class CurlDriver: @unchecked Sendable {
 
     private func add(_ transfer: CurlTransfer) {
         guard let handle = curl_easy_init() else {
-            transfer.finished(status: 0, effectiveURL: nil, error: DownloadError(kind: .transport, url: transfer.url, detail: "libcurl could not make a handle"))
+            transfer.finished(
+                status: 0, effectiveURL: nil,
+                error: DownloadError(kind: .transport, url: transfer.url, detail: "libcurl could not make a handle"))
             return
         }
         let context = Unmanaged.passUnretained(transfer).toOpaque()
@@ -446,11 +458,15 @@ final class CurlDriver: @unchecked Sendable {
         case CURLE_PEER_FAILED_VERIFICATION:
             return DownloadError(
                 kind: .untrustedServer, url: url,
-                detail: "its TLS certificate is not signed by an authority this system trusts; for a private authority give its certificate as the transport's CA file")
+                detail:
+                    "its TLS certificate is not signed by an authority this system trusts; for a private authority give its certificate as the transport's CA file"
+            )
         case CURLE_SSL_CACERT_BADFILE:
             return DownloadError(kind: .untrustedServer, url: url, detail: "the certificate authorities file cannot be read or is not PEM")
         case CURLE_COULDNT_RESOLVE_PROXY:
-            return DownloadError(kind: .connectionFailed, url: url, detail: "the proxy's host name could not be resolved (check --proxy, the proxy setting, or $http_proxy / $https_proxy)")
+            return DownloadError(
+                kind: .connectionFailed, url: url,
+                detail: "the proxy's host name could not be resolved (check --proxy, the proxy setting, or $http_proxy / $https_proxy)")
         case CURLE_TOO_MANY_REDIRECTS:
             return DownloadError(kind: .tooManyRedirects, url: url, detail: detail)
         case CURLE_UNSUPPORTED_PROTOCOL, CURLE_URL_MALFORMAT:

@@ -53,7 +53,8 @@ public struct HTTPCredentials: Sendable, Hashable, CustomStringConvertible {
 
     /// `url` without `user:password@`.
     public static func removingUserInfo(from url: URL) -> URL {
-        guard var components = URLComponents(url: url, resolvingAgainstBaseURL: false), components.user != nil || components.password != nil else {
+        guard var components = URLComponents(url: url, resolvingAgainstBaseURL: false), components.user != nil || components.password != nil
+        else {
             return url
         }
         components.user = nil

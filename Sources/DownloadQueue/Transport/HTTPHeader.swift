@@ -30,7 +30,8 @@ public struct HTTPHeader: Sendable, Hashable, Codable, CustomStringConvertible {
         }
         if let bad = value.unicodeScalars.first(where: { !Self.isAllowedInValue($0) }) {
             let what = bad == "\r" || bad == "\n" ? "a line break" : "a control character"
-            throw Self.invalid("the value of \(name) has \(what) (U+\(String(format: "%04X", bad.value))); a header value is one line of text")
+            throw Self.invalid(
+                "the value of \(name) has \(what) (U+\(String(format: "%04X", bad.value))); a header value is one line of text")
         }
         self.name = name
         self.value = value

@@ -85,7 +85,8 @@ public struct ResponseBody: AsyncSequence, Sendable {
     /// - Parameters:
     ///   - sequence: The underlying body.
     ///   - cancel: Stops the transfer behind the body when it will not be read (see ``cancel()``).
-    public init<Base: AsyncSequence & Sendable>(_ sequence: Base, cancel: @escaping @Sendable () -> Void = {}) where Base.Element == [UInt8] {
+    public init<Base: AsyncSequence & Sendable>(_ sequence: Base, cancel: @escaping @Sendable () -> Void = {})
+    where Base.Element == [UInt8] {
         self.makeNext = {
             let box = IteratorBox(sequence.makeAsyncIterator())
             return { try await box.next() }

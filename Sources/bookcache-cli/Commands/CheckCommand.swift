@@ -37,7 +37,10 @@ struct CheckCommand: AsyncParsableCommand {
         }
         if json {
             let array = results.map { ["id": $0.id, "state": $0.state.rawValue, "detail": $0.detail] }
-            Terminal.write(String(decoding: try JSONSerialization.data(withJSONObject: array, options: [.sortedKeys, .withoutEscapingSlashes]), as: UTF8.self))
+            Terminal.write(
+                String(
+                    decoding: try JSONSerialization.data(withJSONObject: array, options: [.sortedKeys, .withoutEscapingSlashes]),
+                    as: UTF8.self))
         } else {
             for result in results { Terminal.write("\(Localized.text(result.state.rawValue)): \(result.id) (\(result.detail))") }
             let outdated = results.filter { $0.state == .outdated }.count

@@ -29,10 +29,14 @@ struct ClearCommand: AsyncParsableCommand {
             if !yes {
                 guard Terminal.stdinIsTerminal else {
                     Terminal.writeError(
-                        Localized.error(Localized.text("refusing to delete %lld books without --yes (no terminal to ask)", Int64(books.count))))
+                        Localized.error(
+                            Localized.text("refusing to delete %lld books without --yes (no terminal to ask)", Int64(books.count))))
                     throw ExitCode.failure
                 }
-                FileHandle.standardError.write(Data("Delete \(books.count) cached \(type.map { "\($0.rawValue)s" } ?? "books") (\(ByteFormat.string(bytes)))? [y/N] ".utf8))
+                FileHandle.standardError.write(
+                    Data(
+                        "Delete \(books.count) cached \(type.map { "\($0.rawValue)s" } ?? "books") (\(ByteFormat.string(bytes)))? [y/N] "
+                            .utf8))
                 let answer = readLine()?.trimmingCharacters(in: .whitespaces).lowercased()
                 guard answer == "y" || answer == "yes" else {
                     Terminal.writeError(Localized.text("Nothing deleted."))
@@ -40,7 +44,10 @@ struct ClearCommand: AsyncParsableCommand {
                 }
             }
             let removed = try await manager.clear(type: type)
-            Terminal.write(Localized.text(removed.count == 1 ? "Removed %1$lld book (%2$@)." : "Removed %1$lld books (%2$@).", Int64(removed.count), Localized.size(bytes)))
+            Terminal.write(
+                Localized.text(
+                    removed.count == 1 ? "Removed %1$lld book (%2$@)." : "Removed %1$lld books (%2$@).", Int64(removed.count),
+                    Localized.size(bytes)))
         } catch let error as BookCacheError {
             throw fail(error)
         }

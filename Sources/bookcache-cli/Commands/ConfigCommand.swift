@@ -19,7 +19,10 @@ struct ConfigCommand: AsyncParsableCommand {
     )
 
     struct Set: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(commandName: "set", abstract: Localized.text("Set a setting: max-size, keep, reserve, strict, concurrency, retries, proxy, noproxy, limit-rate, netrc or cacert."))
+        static let configuration = CommandConfiguration(
+            commandName: "set",
+            abstract: Localized.text(
+                "Set a setting: max-size, keep, reserve, strict, concurrency, retries, proxy, noproxy, limit-rate, netrc or cacert."))
         @OptionGroup var global: GlobalOptions
         @Argument(help: "max-size, keep, reserve, proxy, noproxy, limit-rate, netrc or cacert.") var key: String
         @Argument(help: "The value, such as 2GiB or 50.") var value: String
@@ -41,7 +44,8 @@ struct ConfigCommand: AsyncParsableCommand {
     }
 
     struct Get: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(commandName: "get", abstract: Localized.text("Print a setting; exit 1 when it is not set."))
+        static let configuration = CommandConfiguration(
+            commandName: "get", abstract: Localized.text("Print a setting; exit 1 when it is not set."))
         @OptionGroup var global: GlobalOptions
         @Argument(help: "max-size, keep, reserve, proxy, noproxy, limit-rate, netrc or cacert.") var key: String
 
@@ -81,7 +85,8 @@ struct ConfigCommand: AsyncParsableCommand {
     }
 
     struct Unset: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(commandName: "unset", abstract: Localized.text("Remove a setting, back to its default."))
+        static let configuration = CommandConfiguration(
+            commandName: "unset", abstract: Localized.text("Remove a setting, back to its default."))
         @OptionGroup var global: GlobalOptions
         @Argument(help: "max-size, keep, reserve, proxy, noproxy, limit-rate, netrc or cacert.") var key: String
 

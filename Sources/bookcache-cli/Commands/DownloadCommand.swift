@@ -53,7 +53,10 @@ struct DownloadCommand: AsyncParsableCommand {
         completion: .file())
     var manifest: String?
 
-    @Option(help: ArgumentHelp("The book id, for a single URL (default: the URL's file name without extension, a dash and 12 hex digits of the URL's SHA-256, so two URLs are two books; give an id to keep one book across changing URLs).", valueName: "book-id"))
+    @Option(
+        help: ArgumentHelp(
+            "The book id, for a single URL (default: the URL's file name without extension, a dash and 12 hex digits of the URL's SHA-256, so two URLs are two books; give an id to keep one book across changing URLs).",
+            valueName: "book-id"))
     var id: String?
 
     @Option(help: "The book type, ebook or magazine (the default for manifest lines without one).")
@@ -80,7 +83,9 @@ struct DownloadCommand: AsyncParsableCommand {
     @Flag(help: "Pin the books, so they are never evicted automatically.")
     var pin = false
 
-    @Option(name: .customLong("max-size"), help: ArgumentHelp("A size budget for this run, such as 2GiB (default: the cache's max-size setting).", valueName: "size"))
+    @Option(
+        name: .customLong("max-size"),
+        help: ArgumentHelp("A size budget for this run, such as 2GiB (default: the cache's max-size setting).", valueName: "size"))
     var maxSize: String?
 
     @Option(help: ArgumentHelp("Keep at most this many books (default: the cache's keep setting).", valueName: "n"))
@@ -89,9 +94,10 @@ struct DownloadCommand: AsyncParsableCommand {
     @Flag(name: .customLong("no-evict"), help: "Fail instead of evicting books to make free space on the disk.")
     var noEvict = false
 
-    @Option(help: ArgumentHelp(
-        "Free space to leave on the cache's filesystem when a book's size is known, such as 500MB or 1GiB (default 100MB, or $BOOKCACHE_RESERVE).",
-        valueName: "size"))
+    @Option(
+        help: ArgumentHelp(
+            "Free space to leave on the cache's filesystem when a book's size is known, such as 500MB or 1GiB (default 100MB, or $BOOKCACHE_RESERVE).",
+            valueName: "size"))
     var reserve: String?
 
     @Flag(help: "Print one JSON object per finished book on stdout, then a summary object.")
@@ -127,11 +133,14 @@ struct DownloadCommand: AsyncParsableCommand {
         guard !urls.isEmpty || manifest != nil else {
             throw ValidationError("Give a URL, several URLs, or --from FILE (- for stdin).")
         }
-        if let concurrency, !(1...64).contains(concurrency) { throw ValidationError("--concurrency must be between 1 and 64, not \(concurrency).") }
+        if let concurrency, !(1...64).contains(concurrency) {
+            throw ValidationError("--concurrency must be between 1 and 64, not \(concurrency).")
+        }
         if let retries, !(0...20).contains(retries) { throw ValidationError("--retries must be between 0 and 20, not \(retries).") }
         let singleOnly = [id, title, sha256, coverURL].contains { $0 != nil }
         if singleOnly && (urls.count != 1 || manifest != nil) {
-            throw ValidationError("--id, --title, --sha256 and --cover-url apply to a single URL; give per-book values in a manifest instead.")
+            throw ValidationError(
+                "--id, --title, --sha256 and --cover-url apply to a single URL; give per-book values in a manifest instead.")
         }
         if let manifest, manifest != "-", !FileManager.default.isReadableFile(atPath: manifest) {
             throw ValidationError("Cannot read the manifest '\(manifest)'.")
@@ -242,7 +251,8 @@ struct DownloadCommand: AsyncParsableCommand {
             } catch {
                 let attemptsMade = (error.underlying as? DownloadError)?.attempts ?? attempts.value
                 return BatchOutcome(
-                    id: request.id.description, status: error.kind == .cancelled ? .interrupted : .failed, path: nil, failure: .error(error),
+                    id: request.id.description, status: error.kind == .cancelled ? .interrupted : .failed, path: nil,
+                    failure: .error(error),
                     attempts: attemptsMade, bytes: 0, evicted: error.evicted)
             }
         }

@@ -32,7 +32,7 @@ private func setPinned(_ pinned: Bool, ids: [BookID], options: GlobalOptions) as
         do {
             if pinned { try await manager.pin(id) } else { try await manager.unpin(id) }
             Terminal.write(Localized.text(pinned ? "pinned %@" : "unpinned %@", id.description))
-        } catch where error.kind == .notCached {
+        } catch  where error.kind == .notCached {
             Terminal.writeError(Localized.error(Localized.text("%@ is not cached", id.description)))
             failures += 1
         } catch {

@@ -21,7 +21,9 @@ struct PruneCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Keep at most this many books.", valueName: "n"))
     var keep: String?
 
-    @Option(name: .customLong("older-than"), help: ArgumentHelp("Also remove books not used for this long, such as 30m, 4h or 7d.", valueName: "duration"))
+    @Option(
+        name: .customLong("older-than"),
+        help: ArgumentHelp("Also remove books not used for this long, such as 30m, 4h or 7d.", valueName: "duration"))
     var olderThan: String?
 
     @Flag(name: .customLong("dry-run"), help: "Only say what would be removed.")
@@ -60,12 +62,16 @@ struct PruneCommand: AsyncParsableCommand {
         if json {
             let object: [String: Any] = [
                 "dryRun": dryRun, "freedBytes": result.freedBytes, "satisfied": result.satisfied,
-                "removed": result.removed.map { ["id": $0.id, "bytes": $0.fileSize, "lastAccessedAt": $0.lastAccessedAt.formatted(.iso8601)] as [String: Any] },
+                "removed": result.removed.map {
+                    ["id": $0.id, "bytes": $0.fileSize, "lastAccessedAt": $0.lastAccessedAt.formatted(.iso8601)] as [String: Any]
+                },
             ]
             Terminal.write(String(decoding: try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]), as: UTF8.self))
         } else {
             for book in result.removed {
-                Terminal.write(Localized.text(dryRun ? "would remove %1$@ (%2$@)" : "removed %1$@ (%2$@)", book.id.description, Localized.size(book.fileSize)))
+                Terminal.write(
+                    Localized.text(
+                        dryRun ? "would remove %1$@ (%2$@)" : "removed %1$@ (%2$@)", book.id.description, Localized.size(book.fileSize)))
             }
             let one = result.removed.count == 1
             let key =

@@ -41,8 +41,10 @@ struct QueuedJob: Codable {
 struct QueueAddCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "add",
-        abstract: Localized.text("Queue books: URLs, or a JSON Lines manifest (--from FILE, or - for stdin); returns once the service has them."),
-        discussion: "Manifest lines are those of 'bookcache download --from', plus \"priority\": low, normal or high. One bad line refuses the whole batch (exit 65)."
+        abstract: Localized.text(
+            "Queue books: URLs, or a JSON Lines manifest (--from FILE, or - for stdin); returns once the service has them."),
+        discussion:
+            "Manifest lines are those of 'bookcache download --from', plus \"priority\": low, normal or high. One bad line refuses the whole batch (exit 65)."
     )
 
     @OptionGroup var global: GlobalOptions
@@ -78,7 +80,9 @@ struct QueueAddCommand: AsyncParsableCommand {
                 guard let read = FileManager.default.contents(atPath: from) else { throw ValidationError("cannot read \(from)") }
                 data = read
             }
-            for (number, line) in String(decoding: data, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            for (number, line) in String(decoding: data, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
+                .enumerated()
+            {
                 let text = line.trimmingCharacters(in: .whitespaces)
                 if text.isEmpty || text.hasPrefix("#") { continue }
                 if text.hasPrefix("{") {
@@ -129,12 +133,14 @@ struct QueueListCommand: AsyncParsableCommand {
             return
         }
         for job in listing.jobs { Terminal.write(job.line) }
-        Terminal.write(listing.counts.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }.joined(separator: ", ").nonEmpty ?? "no jobs")
+        Terminal.write(
+            listing.counts.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }.joined(separator: ", ").nonEmpty ?? "no jobs")
     }
 }
 
 struct QueueCancelCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "cancel", abstract: Localized.text("Cancel jobs that have not ended (their partial files are kept)."))
+    static let configuration = CommandConfiguration(
+        commandName: "cancel", abstract: Localized.text("Cancel jobs that have not ended (their partial files are kept)."))
 
     @OptionGroup var global: GlobalOptions
 

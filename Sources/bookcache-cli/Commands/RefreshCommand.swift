@@ -59,7 +59,8 @@ struct RefreshCommand: AsyncParsableCommand {
             }
         }
         Terminal.write(
-            Localized.text("%1$lld of %2$lld refreshed, %3$lld failed", Int64(results.count - failures), Int64(results.count), Int64(failures)))
+            Localized.text(
+                "%1$lld of %2$lld refreshed, %3$lld failed", Int64(results.count - failures), Int64(results.count), Int64(failures)))
         if failures > 0 { throw ExitCode.failure }
     }
 }

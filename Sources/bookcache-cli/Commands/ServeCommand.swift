@@ -79,7 +79,8 @@ struct ServeCommand: AsyncParsableCommand {
         let openFiles = Self.raiseOpenFileLimit()
         let connections = maxConnections ?? max(16, min(openFiles - 256, 16_384))
         if let maxConnections, !(1...max(1, openFiles - 64)).contains(maxConnections) {
-            throw ValidationError("--max-connections must be between 1 and \(max(1, openFiles - 64)) (the open-file limit, \(openFiles), less 64)")
+            throw ValidationError(
+                "--max-connections must be between 1 and \(max(1, openFiles - 64)) (the open-file limit, \(openFiles), less 64)")
         }
         let (concurrency, retries) = try global.runDefaults(concurrency: self.concurrency, retries: nil)
         // Connection failures are the service's to wait out (waiting-for-network, for as long as
@@ -88,7 +89,8 @@ struct ServeCommand: AsyncParsableCommand {
         let access = try Self.access(root)
         if !loopback {
             Terminal.writeError(
-                "warning: serving on \(listen): anyone who can reach this address and has the token can fill and empty the cache; prefer a loopback address behind an SSH tunnel or a TLS proxy")
+                "warning: serving on \(listen): anyone who can reach this address and has the token can fill and empty the cache; prefer a loopback address behind an SSH tunnel or a TLS proxy"
+            )
         }
         let logger = Logger(label: "bookcache.serve")
         // Twice as many jobs in flight as transfers: the manager's queue always has the next
@@ -107,7 +109,8 @@ struct ServeCommand: AsyncParsableCommand {
                 do {
                     try ServiceInfo(url: url, pid: pid).write(in: root)
                 } catch {
-                    Terminal.writeError("warning: cannot write \(ServiceInfo.file(in: root).path) (\(error)); 'bookcache queue' will not find this service")
+                    Terminal.writeError(
+                        "warning: cannot write \(ServiceInfo.file(in: root).path) (\(error)); 'bookcache queue' will not find this service")
                 }
                 Terminal.write("bookcache serve: \(root.path) at \(url)")
                 Terminal.write("web page (one-time login link): \(url)/login?code=\(access.newLoginCode())")

@@ -37,13 +37,18 @@ struct StatsCommand: AsyncParsableCommand {
         Terminal.write(table.render())
         if let maxSize = stats.maxSize {
             let percent = maxSize > 0 ? Int((Double(stats.totalBytes) / Double(maxSize) * 100).rounded()) : 100
-            Terminal.write(Localized.text("budget: %1$@ of %2$@ used (%3$lld%%)", Localized.size(stats.totalBytes), Localized.size(maxSize), Int64(percent)))
+            Terminal.write(
+                Localized.text(
+                    "budget: %1$@ of %2$@ used (%3$lld%%)", Localized.size(stats.totalBytes), Localized.size(maxSize), Int64(percent)))
         } else {
             Terminal.write(Localized.text("budget: none (set one with 'bookcache config set max-size 2GiB')"))
         }
-        if let keep = stats.keep { Terminal.write(Localized.text("count limit: %1$lld of %2$lld books", Int64(stats.totalCount), Int64(keep))) }
+        if let keep = stats.keep {
+            Terminal.write(Localized.text("count limit: %1$lld of %2$lld books", Int64(stats.totalCount), Int64(keep)))
+        }
         Terminal.write(Localized.text("pinned: %@", Localized.books(stats.pinnedCount, size: Localized.size(stats.pinnedBytes))))
-        Terminal.write(Localized.text("free space: %1$@ (reserve %2$@)", Localized.size(stats.availableBytes), Localized.size(stats.reserve)))
+        Terminal.write(
+            Localized.text("free space: %1$@ (reserve %2$@)", Localized.size(stats.availableBytes), Localized.size(stats.reserve)))
         Terminal.write(Localized.text("cache: %@", stats.rootPath))
     }
 }

@@ -44,7 +44,9 @@ struct SyncCommand: AsyncParsableCommand {
     @Option(help: "The type for books whose source does not say: ebook or magazine.")
     var type: BookType = .ebook
 
-    @Option(name: .customLong("min-interval"), help: ArgumentHelp("Do nothing if the last successful sync of SOURCE was this recent, such as 4h.", valueName: "duration"))
+    @Option(
+        name: .customLong("min-interval"),
+        help: ArgumentHelp("Do nothing if the last successful sync of SOURCE was this recent, such as 4h.", valueName: "duration"))
     var minInterval: String?
 
     @Option(help: ArgumentHelp("The section of a navigation feed to follow, by title (default: the newest-first one).", valueName: "title"))
@@ -71,7 +73,10 @@ struct SyncCommand: AsyncParsableCommand {
     private var parsedOptions: (keep: Int, interval: TimeInterval?) {
         get throws {
             do {
-                return (try CacheSettings.parseCount(keep), try minInterval.map { text throws(BookCacheError) in try TimeSpan(parsing: text).seconds })
+                return (
+                    try CacheSettings.parseCount(keep),
+                    try minInterval.map { text throws(BookCacheError) in try TimeSpan(parsing: text).seconds }
+                )
             } catch {
                 throw ValidationError(error.message)
             }
@@ -85,7 +90,9 @@ struct SyncCommand: AsyncParsableCommand {
                 guard let format = BookFormat(rawValue: name) else { throw ValidationError("--format: '\(name)' is not epub or pdf.") }
                 return format
             }
-            guard !formats.isEmpty, Set(formats).count == formats.count else { throw ValidationError("--format: give epub, pdf, or both once each, such as pdf,epub.") }
+            guard !formats.isEmpty, Set(formats).count == formats.count else {
+                throw ValidationError("--format: give epub, pdf, or both once each, such as pdf,epub.")
+            }
             return formats
         }
     }
@@ -94,7 +101,8 @@ struct SyncCommand: AsyncParsableCommand {
     private func schedule(every: String) async throws {
         guard source != "-" else { throw ValidationError("--every needs a SOURCE the service can read again: a URL or a file, not -.") }
         guard login.user == nil, login.headers.isEmpty else {
-            throw ValidationError("--every: give a scheduled source's login in its URL (http://USER:PASSWORD@host/…); --user and --header are not kept.")
+            throw ValidationError(
+                "--every: give a scheduled source's login in its URL (http://USER:PASSWORD@host/…); --user and --header are not kept.")
         }
         let path = source.contains("://") ? source : URL(fileURLWithPath: source).standardizedFileURL.path
         var body: [String: Any] = ["source": path, "keep": try parsedOptions.keep, "type": type.rawValue, "every": every]
@@ -106,9 +114,11 @@ struct SyncCommand: AsyncParsableCommand {
             var source: String
             var nextRunAt: Date
         }
-        let registered: Registered = try await client.send("POST", "/api/v1/sources", body: try JSONSerialization.data(withJSONObject: body))
+        let registered: Registered = try await client.send(
+            "POST", "/api/v1/sources", body: try JSONSerialization.data(withJSONObject: body))
         if json {
-            let line = try JSONSerialization.data(withJSONObject: ["id": registered.id, "source": registered.source], options: [.sortedKeys])
+            let line = try JSONSerialization.data(
+                withJSONObject: ["id": registered.id, "source": registered.source], options: [.sortedKeys])
             Terminal.write(String(decoding: line, as: UTF8.self))
         } else {
             Terminal.write("scheduled \(registered.source) every \(every) (source \(registered.id)); the service runs it now")
@@ -174,7 +184,8 @@ struct SyncCommand: AsyncParsableCommand {
                 "skippedEntries": report.skippedEntries.map { ["title": $0.title ?? NSNull(), "reason": $0.reason] as [String: Any] },
                 "items": report.items.map {
                     [
-                        "id": $0.id ?? NSNull(), "status": $0.status.rawValue, "error": $0.failure.map { cliMessage($0, in: Localized.machineLocale) } ?? NSNull(),
+                        "id": $0.id ?? NSNull(), "status": $0.status.rawValue,
+                        "error": $0.failure.map { cliMessage($0, in: Localized.machineLocale) } ?? NSNull(),
                         "kind": $0.failure?.kind.description ?? NSNull(),
                         "evicted": $0.evicted.map(\.metadata.id), "warnings": $0.warnings,
                     ] as [String: Any]
@@ -212,7 +223,8 @@ struct SyncCommand: AsyncParsableCommand {
 
     private static func encode(_ object: [String: Any]) -> String {
         // Only strings, numbers, booleans, arrays and dictionaries go in, so this cannot fail.
-        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data("{}".utf8)
+        let data =
+            (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data("{}".utf8)
         return String(decoding: data, as: UTF8.self)
     }
 }

@@ -48,10 +48,16 @@ struct VerifyCommand: AsyncParsableCommand {
             let object: [String: Any] = [
                 "checked": report.checked, "ok": report.isClean, "warnings": report.warnings,
                 "problems": report.problems.map { problem -> [String: Any] in
-                    ["kind": problem.kind.rawValue, "id": problem.id ?? NSNull(), "path": problem.path, "detail": problem.detail, "repair": problem.repair ?? NSNull()]
+                    [
+                        "kind": problem.kind.rawValue, "id": problem.id ?? NSNull(), "path": problem.path, "detail": problem.detail,
+                        "repair": problem.repair ?? NSNull(),
+                    ]
                 },
             ]
-            Terminal.write(String(decoding: try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]), as: UTF8.self))
+            Terminal.write(
+                String(
+                    decoding: try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]),
+                    as: UTF8.self))
         } else {
             for problem in report.problems {
                 var line = "\(problem.kind.rawValue): \(problem.id ?? problem.path)"

@@ -97,7 +97,9 @@ final class BatchReporter: Sendable {
         case .quiet:
             switch outcome.status {
             case .failed: Terminal.writeError(Localized.error(outcome.failure?.message(in: Localized.locale) ?? "failed"))
-            case .interrupted: Terminal.writeError(Localized.text("interrupted %@; its partial download is kept and resumes on the next run", outcome.id ?? "?"))
+            case .interrupted:
+                Terminal.writeError(
+                    Localized.text("interrupted %@; its partial download is kept and resumes on the next run", outcome.id ?? "?"))
             case .cached, .alreadyCached: break
             }
         case .lines, .live:
@@ -108,15 +110,18 @@ final class BatchReporter: Sendable {
                 case .cached:
                     Terminal.write(
                         Localized.text(
-                            "cached %1$@ (%2$@, %3$@): %4$@", outcome.id ?? "?", outcome.format ?? "?", Localized.size(outcome.bytes), outcome.path ?? ""))
+                            "cached %1$@ (%2$@, %3$@): %4$@", outcome.id ?? "?", outcome.format ?? "?", Localized.size(outcome.bytes),
+                            outcome.path ?? ""))
                     for warning in outcome.warnings { Terminal.writeError(Localized.warning("\(outcome.id ?? "?"): \(warning)")) }
                 case .alreadyCached:
                     Terminal.write(
-                        Localized.text("%1$@ is already cached (%2$@): %3$@", outcome.id ?? "?", Localized.size(outcome.bytes), outcome.path ?? ""))
+                        Localized.text(
+                            "%1$@ is already cached (%2$@): %3$@", outcome.id ?? "?", Localized.size(outcome.bytes), outcome.path ?? ""))
                 case .failed:
                     Terminal.writeError(Localized.error(outcome.failure?.message(in: Localized.locale) ?? "failed"))
                 case .interrupted:
-                    Terminal.writeError(Localized.text("interrupted %@; its partial download is kept and resumes on the next run", outcome.id ?? "?"))
+                    Terminal.writeError(
+                        Localized.text("interrupted %@; its partial download is kept and resumes on the next run", outcome.id ?? "?"))
                 }
                 draw(&drawn, force: true)
             }
@@ -258,9 +263,12 @@ final class BatchReporter: Sendable {
         let object: [String: Any] = [
             "id": outcome.id ?? NSNull(), "status": outcome.status.rawValue, "path": outcome.path ?? NSNull(),
             "error": outcome.failure?.message(in: Localized.machineLocale) ?? NSNull(), "kind": outcome.failure?.kind ?? NSNull(),
-            "refusal": outcome.failure?.error?.refusal?.rawValue ?? NSNull(), "neededBytes": outcome.failure?.error?.neededBytes ?? NSNull(),
+            "refusal": outcome.failure?.error?.refusal?.rawValue ?? NSNull(),
+            "neededBytes": outcome.failure?.error?.neededBytes ?? NSNull(),
             "availableBytes": outcome.failure?.error?.availableBytes ?? NSNull(), "attempts": outcome.attempts, "bytes": outcome.bytes,
-            "evicted": outcome.evicted.map { ["id": $0.metadata.id, "bytes": $0.metadata.fileSize, "reason": $0.reason.rawValue] as [String: Any] },
+            "evicted": outcome.evicted.map {
+                ["id": $0.metadata.id, "bytes": $0.metadata.fileSize, "reason": $0.reason.rawValue] as [String: Any]
+            },
             "warnings": outcome.warnings,
         ]
         return encode(object)

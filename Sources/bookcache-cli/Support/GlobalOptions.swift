@@ -32,7 +32,8 @@ struct GlobalOptions: ParsableArguments {
         if let reserve = try reserve ?? Self.environmentReserve() {
             configuration.storageReserveBytes = reserve.bytes
         }
-        return BookCacheManager(configuration: configuration, transport: transport(connection, root: root), logger: Logger(label: "bookcache"))
+        return BookCacheManager(
+            configuration: configuration, transport: transport(connection, root: root), logger: Logger(label: "bookcache"))
     }
 }
 

@@ -5,34 +5,47 @@ import Foundation
 /// How downloads reach the network, with curl's option names: proxy, rate limit, timeouts, trust
 /// and a netrc file. Each falls back to the cache's setting of the same name (`config set`).
 struct ConnectionOptions: ParsableArguments {
-    @Option(name: [.customShort("x"), .long], help: ArgumentHelp(
-        "Use this proxy, as curl takes it: http://HOST:PORT, socks5h://HOST:PORT, or \"\" for none (default: the proxy setting, else $http_proxy / $https_proxy / $all_proxy).",
-        valueName: "url"), transform: { text in try checked { () throws(BookCacheError) in try CacheSettings.parseProxy(text) } })
+    @Option(
+        name: [.customShort("x"), .long],
+        help: ArgumentHelp(
+            "Use this proxy, as curl takes it: http://HOST:PORT, socks5h://HOST:PORT, or \"\" for none (default: the proxy setting, else $http_proxy / $https_proxy / $all_proxy).",
+            valueName: "url"), transform: { text in try checked { () throws(BookCacheError) in try CacheSettings.parseProxy(text) } })
     var proxy: String?
 
-    @Option(name: .customLong("noproxy"), help: ArgumentHelp(
-        "Hosts to reach without the proxy, comma-separated, * for all (default: the noproxy setting, else $no_proxy).", valueName: "hosts"))
+    @Option(
+        name: .customLong("noproxy"),
+        help: ArgumentHelp(
+            "Hosts to reach without the proxy, comma-separated, * for all (default: the noproxy setting, else $no_proxy).",
+            valueName: "hosts"))
     var noProxy: String?
 
-    @Option(name: .customLong("limit-rate"), help: ArgumentHelp(
-        "The most each download receives per second, such as 500KB or 2MiB (default: the limit-rate setting, else none).",
-        valueName: "size"), transform: { text in try checked { () throws(BookCacheError) in try CacheSettings.parseRate(text) } })
+    @Option(
+        name: .customLong("limit-rate"),
+        help: ArgumentHelp(
+            "The most each download receives per second, such as 500KB or 2MiB (default: the limit-rate setting, else none).",
+            valueName: "size"), transform: { text in try checked { () throws(BookCacheError) in try CacheSettings.parseRate(text) } })
     var limitRate: Int64?
 
-    @Option(name: .customLong("connect-timeout"), help: ArgumentHelp(
-        "Seconds a connection may take to open (default 10).", valueName: "seconds"))
+    @Option(
+        name: .customLong("connect-timeout"),
+        help: ArgumentHelp(
+            "Seconds a connection may take to open (default 10).", valueName: "seconds"))
     var connectTimeout: Double?
 
-    @Option(name: .customLong("cacert"), help: ArgumentHelp(
-        "Trust the certificate authorities in this PEM file instead of the system's (default: the cacert setting).",
-        valueName: "file"))
+    @Option(
+        name: .customLong("cacert"),
+        help: ArgumentHelp(
+            "Trust the certificate authorities in this PEM file instead of the system's (default: the cacert setting).",
+            valueName: "file"))
     var caFile: String?
 
     @Flag(name: .customLong("netrc"), help: "Answer a server's login request from ~/.netrc (or $NETRC), as curl --netrc does.")
     var netrc = false
 
-    @Option(name: .customLong("netrc-file"), help: ArgumentHelp(
-        "Answer logins from this netrc file (default: the netrc setting).", valueName: "file"))
+    @Option(
+        name: .customLong("netrc-file"),
+        help: ArgumentHelp(
+            "Answer logins from this netrc file (default: the netrc setting).", valueName: "file"))
     var netrcFile: String?
 
     func validate() throws {
@@ -73,13 +86,18 @@ private func checked<T>(_ parse: () throws(BookCacheError) -> T) throws -> T {
 
 /// What to send to the server of the URLs given: a login and extra headers, with curl's names.
 struct LoginOptions: ParsableArguments {
-    @Option(name: [.customShort("u"), .long], help: ArgumentHelp(
-        "A login for the URLs' host, as curl takes it (Basic or Digest, sent only to that host, when it asks).", valueName: "user:password"))
+    @Option(
+        name: [.customShort("u"), .long],
+        help: ArgumentHelp(
+            "A login for the URLs' host, as curl takes it (Basic or Digest, sent only to that host, when it asks).",
+            valueName: "user:password"))
     var user: String?
 
-    @Option(name: [.customShort("H"), .customLong("header")], help: ArgumentHelp(
-        "An extra request header, such as \"Authorization: Bearer TOKEN\" (repeatable); as in curl, Authorization and Cookie are not sent on after a redirect to another host.",
-        valueName: "header"))
+    @Option(
+        name: [.customShort("H"), .customLong("header")],
+        help: ArgumentHelp(
+            "An extra request header, such as \"Authorization: Bearer TOKEN\" (repeatable); as in curl, Authorization and Cookie are not sent on after a redirect to another host.",
+            valueName: "header"))
     var headers: [String] = []
 
     func validate() throws {

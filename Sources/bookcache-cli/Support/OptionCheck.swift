@@ -32,7 +32,8 @@ enum OptionCheck {
             if token == "help" { return nil }
             let names = subcommands.compactMap { $0.configuration.commandName }
             let hint = closest(token, in: names).map { " Did you mean '\($0)'?" } ?? ""
-            return "Unknown subcommand '\(token)' of '\(path.joined(separator: " "))'.\(hint) Run '\(path.joined(separator: " ")) --help' for the list."
+            return
+                "Unknown subcommand '\(token)' of '\(path.joined(separator: " "))'.\(hint) Run '\(path.joined(separator: " ")) --help' for the list."
         }
         let known = optionNames(of: command)
         for token in arguments {
@@ -41,7 +42,8 @@ enum OptionCheck {
             let name = String(token.split(separator: "=", maxSplits: 1)[0])
             if known.contains(name) { continue }
             if name == "-o" || name == "--output" || name == "-O" || name == "--output-dir" {
-                return "\(name): bookcache decides where books live — in the cache (--cache-dir DIR picks another). After the download, 'bookcache path ID' prints the file's path; copy it from there if you need it elsewhere."
+                return
+                    "\(name): bookcache decides where books live — in the cache (--cache-dir DIR picks another). After the download, 'bookcache path ID' prints the file's path; copy it from there if you need it elsewhere."
             }
             // Short flags bundled together (-vq) or an option's value that starts with '-'.
             if !name.hasPrefix("--"), name.dropFirst().allSatisfy({ known.contains("-\($0)") }) { continue }

@@ -47,7 +47,9 @@ struct ServiceClient {
         do {
             (data, response) = try await URLSession.shared.data(for: request)
         } catch {
-            Terminal.writeError("error: no bookcache serve answers at \(base.absoluteString) (\(error.localizedDescription)); start one with 'bookcache serve'")
+            Terminal.writeError(
+                "error: no bookcache serve answers at \(base.absoluteString) (\(error.localizedDescription)); start one with 'bookcache serve'"
+            )
             throw Self.unavailable
         }
         let status = (response as? HTTPURLResponse)?.statusCode ?? 0

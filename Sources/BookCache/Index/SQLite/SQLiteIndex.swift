@@ -67,7 +67,8 @@ final class SQLiteIndex {
         database = try SQLiteDatabase(path: path)
         let version = try Self.userVersion(database)
         guard version <= Self.schemaVersion else {
-            throw SQLiteError(code: 0, operation: "open \(path)", message: "the index is from a newer version of bookcache (schema \(version))")
+            throw SQLiteError(
+                code: 0, operation: "open \(path)", message: "the index is from a newer version of bookcache (schema \(version))")
         }
         guard version < Self.schemaVersion, !database.isReadOnly else { return }
         var populated = 0
@@ -123,7 +124,8 @@ final class SQLiteIndex {
     /// Every record (or every one of a type), in id order, one at a time.
     func forEachRecord(ofType type: BookType? = nil, _ body: (CachedBookMetadata) throws(SQLiteError) -> Void) throws(SQLiteError) {
         let statement = try database.statement(
-            type == nil ? "SELECT \(Self.columns) FROM book ORDER BY id" : "SELECT \(Self.columns) FROM book WHERE bookType = ? ORDER BY id")
+            type == nil ? "SELECT \(Self.columns) FROM book ORDER BY id" : "SELECT \(Self.columns) FROM book WHERE bookType = ? ORDER BY id"
+        )
         defer { statement.reset() }
         if let type { statement.bind(type.rawValue, at: 1) }
         // Every book's sources in one pass, rather than one query per book.
@@ -242,7 +244,8 @@ final class SQLiteIndex {
         guard let type = BookType(rawValue: try required(1, "bookType")), let format = BookFormat(rawValue: try required(11, "format")),
             let id = try? BookID(type: type, bookId: try required(2, "bookId"))
         else {
-            throw SQLiteError(code: 0, operation: "read a record", message: "the record \(row.text(0) ?? "?") has an invalid type, id or format")
+            throw SQLiteError(
+                code: 0, operation: "read a record", message: "the record \(row.text(0) ?? "?") has an invalid type, id or format")
         }
         var record = CachedBookMetadata(
             id: id, title: try required(3, "title"), coverUrl: row.text(4), fileUrl: try required(5, "fileUrl"),
