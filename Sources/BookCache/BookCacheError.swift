@@ -28,6 +28,9 @@ public struct BookCacheError: Error, Sendable, CustomStringConvertible {
         public static let cacheDirectoryUnusable = Kind("cacheDirectoryUnusable")
         /// The index is from a newer BookCache, or cannot be read or written.
         public static let indexUnusable = Kind("indexUnusable")
+        /// The cache's settings (`config.json`) or sync state (`sync.json`) cannot be read; fix or
+        /// delete the file.
+        public static let settingsUnusable = Kind("settingsUnusable")
         /// A book id is malformed.
         public static let invalidIdentifier = Kind("invalidIdentifier")
         /// A URL is not an absolute http or https URL.
@@ -312,6 +315,10 @@ public struct BookCacheError: Error, Sendable, CustomStringConvertible {
 
     static func indexUnusable(_ path: String, _ problem: String) -> BookCacheError {
         BookCacheError(.indexUnusable, "the index \(path) \(problem)")
+    }
+
+    static func settingsUnusable(_ path: String, _ problem: String) -> BookCacheError {
+        BookCacheError(.settingsUnusable, "the settings file \(path) \(problem)")
     }
 
     static func invalidIdentifier(_ value: String, reason: String) -> BookCacheError {

@@ -283,7 +283,8 @@ public struct ServiceServer: Sendable {
                     defer { streams.close(mailbox) }
                     // A small send buffer: a client that does not read holds 64 KiB of the kernel's
                     // memory, not megabytes, and falls behind (and is dropped) that much sooner.
-                    try await channel.setOption(ChannelOptions.socketOption(.so_sndbuf), value: 64 * 1024)
+                    let smallBuffer: EventLoopFuture<Void> = channel.setOption(ChannelOptions.socketOption(.so_sndbuf), value: 64 * 1024)
+                    try await smallBuffer.get()
                     try await writer.write(ByteBuffer(string: "retry: 2000\n: connected\n\n" + snapshot))
                     // What came in meanwhile goes out as one write, at most 20 a second per client:
                     // a burst of events costs each client a few writes, not one per event.

@@ -55,6 +55,18 @@ struct BudgetCLITests {
         }
     }
 
+    @Test("a settings file that cannot be read is named as the settings, not the index (kind settingsUnusable), exit 74")
+    func brokenSettings() async throws {
+        try await serving { server, cache, _ in
+            #expect(try await bookcache(["config", "set", "max-size", "2G"], cache).status == 0)
+            try Data("{ not json".utf8).write(to: URL(fileURLWithPath: cache + "/config.json"))
+            let download = try await bookcache(["download", "\(server.baseURL)/b0.epub", "--json"], cache)
+            #expect(download.status == 74, "\(download.stdout) \(download.stderr)")
+            #expect(download.stderr.contains("the settings file") && download.stderr.contains("config.json"), "\(download.stderr)")
+            #expect(!download.stderr.contains("the index"), "\(download.stderr)")
+        }
+    }
+
     @Test("a batch under a budget ends within it, least recently used evicted; pinned books stay")
     func batchUnderBudget() async throws {
         try await serving { server, cache, _ in

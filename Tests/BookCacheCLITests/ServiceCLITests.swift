@@ -32,7 +32,7 @@ struct ServiceCLITests {
             var arguments = method == "HEAD" ? ["-I"] : ["-X", method]
             let bearer = token ?? self.token
             if let bearer { arguments += ["-H", "Authorization: Bearer \(bearer)"] }
-            if let body, !headers.contains(where: { $0.lowercased().hasPrefix("content-type:") }) {
+            if body != nil, !headers.contains(where: { $0.lowercased().hasPrefix("content-type:") }) {
                 arguments += ["-H", "Content-Type: application/json"]
             }
             for header in headers { arguments += ["-H", header] }

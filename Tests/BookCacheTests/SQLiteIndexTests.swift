@@ -55,6 +55,7 @@ struct SQLiteIndexTests {
         try index.database.execute("UPDATE book SET authors = 'Ann, Bob' WHERE id = '\(original.id)'")
         let error = #expect(throws: SQLiteError.self) { try index.record(original.id) }
         #expect(error?.message.contains("authors") == true, "\(error?.message ?? "")")
+        #expect(error?.reason == .invalidRow)
     }
 
     @Test("totals per type follow inserts, size changes, pins and removals")
@@ -146,6 +147,26 @@ struct SQLiteIndexTests {
         try database.execute("PRAGMA user_version = 99")
         let refused = #expect(throws: SQLiteError.self) { try SQLiteIndex(path: newer) }
         #expect(refused?.message.contains("newer version") == true)
+        #expect(refused?.reason == .newerSchema(99), "a schema error of its own, not a message to match")
+        #expect(error?.code?.primary == .notADatabase)
+    }
+
+    @Test("SQLite's result codes by name: extended codes keep their primary, and errors carry the extended one")
+    func resultCodes() throws {
+        #expect(SQLiteResultCode.ioErrorFsync.primary == .ioError)
+        #expect(SQLiteResultCode.busySnapshot.primary == .busy)
+        #expect(SQLiteResultCode.readOnlyDatabaseMoved.primary == .readOnly)
+        #expect(SQLiteResultCode.corrupt.description == "database disk image is malformed")
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let database = try SQLiteDatabase(path: dir.path("codes.sqlite").path)
+        try database.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE)")
+        try database.execute("INSERT INTO t (name) VALUES ('a')")
+        let duplicate = #expect(throws: SQLiteError.self) { try database.execute("INSERT INTO t (name) VALUES ('a')") }
+        // SQLITE_CONSTRAINT_UNIQUE (2067): the extended code, whose primary is SQLITE_CONSTRAINT
+        #expect(duplicate?.code?.rawValue == 2067)
+        #expect(duplicate?.code?.primary == .constraint)
+        #expect(duplicate?.isDamage == false && duplicate?.isBusy == false)
     }
 
     @Test("the store refuses an index from a newer version with a clear message, and leaves it untouched")

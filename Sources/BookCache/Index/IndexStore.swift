@@ -162,7 +162,8 @@ final class IndexStore: Sendable {
                         books = try legacy.records()
                     } catch .newerSchema(let version) {
                         throw SQLiteError(
-                            code: 0, operation: importing, message: "the index is from a newer version of bookcache (schema \(version))")
+                            .newerSchema(version), operation: importing,
+                            message: "the index is from a newer version of bookcache (schema \(version))")
                     } catch .damaged(let problem) {
                         let moved = try legacy.moveAside()
                         logger.warning(
@@ -170,7 +171,7 @@ final class IndexStore: Sendable {
                             metadata: ["problem": "\(problem)", "damagedCopies": "\(moved.joined(separator: ", "))"])
                         return nil
                     } catch .unreadable(let problem) {
-                        throw SQLiteError(code: 14, operation: importing, message: problem)
+                        throw SQLiteError(.unreadableImport, operation: importing, message: problem)
                     }
                     try legacy.markImported()
                     return books
@@ -178,7 +179,7 @@ final class IndexStore: Sendable {
             } catch let error as SQLiteError {
                 throw error
             } catch {
-                throw SQLiteError(code: 0, operation: importing, message: "\(error)")
+                throw SQLiteError(.importFailed, operation: importing, message: "\(error)")
             }
             if let imported {
                 for record in imported { try insert(record) }
@@ -213,25 +214,32 @@ final class IndexStore: Sendable {
     }
 
     static func translate(_ error: SQLiteError, layout: CacheLayout) -> BookCacheError {
-        if error.message.contains("newer version") {
+        let cannotOpen = BookCacheError.cacheDirectoryUnusable(
+            layout.root.path, "the index cannot be opened (\(error.message)); check the folder's permissions")
+        switch error.reason {
+        case .newerSchema:
             var error = BookCacheError.indexUnusable(
                 layout.databaseFile.path, "was written by a newer BookCache; upgrade BookCache — the index was left untouched")
             error.remedy = .upgrade
             return error
-        }
-        switch error.code {
-        case 8:  // SQLITE_READONLY
-            return .cacheDirectoryUnusable(
-                layout.root.path, "it is on a read-only filesystem, or this user may not write to it; nothing was changed")
-        case 14:  // SQLITE_CANTOPEN
-            return .cacheDirectoryUnusable(
-                layout.root.path, "the index cannot be opened (\(error.message)); check the folder's permissions")
-        case 13:  // SQLITE_FULL
-            return .cacheDirectoryUnusable(layout.root.path, "the disk is full; nothing was changed")
-        case 5, 6:  // SQLITE_BUSY, SQLITE_LOCKED
-            return .indexUnusable(layout.databaseFile.path, "another process held it for too long (\(error.message)); try again")
-        default:
+        case .unreadableImport:
+            return cannotOpen
+        case .invalidRow, .importFailed:
             return .indexUnusable(layout.databaseFile.path, "\(error)")
+        case .sqlite(let code):
+            switch code.primary {
+            case .readOnly:
+                return .cacheDirectoryUnusable(
+                    layout.root.path, "it is on a read-only filesystem, or this user may not write to it; nothing was changed")
+            case .cannotOpen:
+                return cannotOpen
+            case .full:
+                return .cacheDirectoryUnusable(layout.root.path, "the disk is full; nothing was changed")
+            case .busy, .locked:
+                return .indexUnusable(layout.databaseFile.path, "another process held it for too long (\(error.message)); try again")
+            default:
+                return .indexUnusable(layout.databaseFile.path, "\(error)")
+            }
         }
     }
 }

@@ -266,7 +266,7 @@ final class JobStore {
 
     private static func job(from row: SQLiteStatement) throws(SQLiteError) -> ServiceJob {
         guard let id = row.text(0), let state = row.text(5).flatMap(ServiceJob.State.init(rawValue:)) else {
-            throw SQLiteError(code: 0, operation: "read a job", message: "a job row has no id or an unknown state")
+            throw SQLiteError(.invalidRow, operation: "read a job", message: "a job row has no id or an unknown state")
         }
         return ServiceJob(
             id: id, bookId: row.text(1) ?? "", url: row.text(2) ?? "", title: row.text(3),

@@ -180,7 +180,7 @@ public struct CacheSettings: Codable, Sendable, Hashable {
     }
 
     /// Reads the settings kept with the cache at `root` (none when it has no `config.json`).
-    /// - Throws: ``BookCacheError`` of kind ``BookCacheError/Kind/indexUnusable`` when the file
+    /// - Throws: ``BookCacheError`` of kind ``BookCacheError/Kind/settingsUnusable`` when the file
     ///   cannot be read or parsed.
     public static func read(cacheRoot root: URL) throws(BookCacheError) -> CacheSettings {
         try SettingsStore(layout: CacheLayout(root: root)).read()

@@ -11,7 +11,7 @@ struct SettingsStore: Sendable {
         do {
             return try JSONDecoder().decode(CacheSettings.self, from: Data(contentsOf: file))
         } catch {
-            throw .indexUnusable(file.path, "cannot be read (\(error)); fix or delete it")
+            throw .settingsUnusable(file.path, "cannot be read (\(error)); fix or delete it")
         }
     }
 

@@ -20,7 +20,7 @@ struct SyncStateStore: Sendable {
         do {
             return try MetadataCoding.decoder().decode(SyncState.self, from: Data(contentsOf: file))
         } catch {
-            throw .indexUnusable(file.path, "cannot be read (\(error)); delete it to forget the sync times")
+            throw .settingsUnusable(file.path, "cannot be read (\(error)); delete it to forget the sync times")
         }
     }
 

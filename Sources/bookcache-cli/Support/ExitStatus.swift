@@ -16,7 +16,7 @@ enum ExitStatus {
     static let unavailable: Int32 = 69
     /// Cannot create: the cache directory is unusable or the disk has no room.
     static let cannotCreate: Int32 = 73
-    /// I/O: the index cannot be read or written.
+    /// I/O: the index or the settings cannot be read or written.
     static let ioError: Int32 = 74
     /// Temporary: the server is busy (408, 429, 5xx); try again later.
     static let temporary: Int32 = 75
@@ -29,7 +29,7 @@ enum ExitStatus {
         case .networkUnavailable, .offline: unavailable
         case .downloadFailed: error.isServerBusy ? temporary : unavailable
         case .cacheDirectoryUnusable, .insufficientStorage: cannotCreate
-        case .indexUnusable: ioError
+        case .indexUnusable, .settingsUnusable: ioError
         default: failure
         }
     }

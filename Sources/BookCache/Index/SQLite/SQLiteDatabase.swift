@@ -3,17 +3,79 @@ import Foundation
 
 /// A failed SQLite call: the operation, SQLite's result code and message.
 struct SQLiteError: Error, CustomStringConvertible {
-    /// SQLite's primary result code, such as `SQLITE_BUSY` or `SQLITE_CORRUPT`.
-    let code: Int32
+    /// What went wrong.
+    enum Reason: Hashable {
+        /// SQLite failed with this result code.
+        case sqlite(SQLiteResultCode)
+        /// The database was made by a newer BookCache (its schema version); it must be left untouched.
+        case newerSchema(Int)
+        /// A row does not hold what it must (a missing column, an unknown type, id or state).
+        case invalidRow
+        /// The previous version's index could not be read (permissions, I/O).
+        case unreadableImport
+        /// Importing the previous version's index failed otherwise (its lock).
+        case importFailed
+    }
+
+    let reason: Reason
     let operation: String
     let message: String
 
-    var description: String { "\(operation): \(message) (SQLite \(code))" }
+    init(_ reason: Reason, operation: String, message: String) {
+        self.reason = reason
+        self.operation = operation
+        self.message = message
+    }
+
+    /// SQLite's result code, when SQLite failed.
+    var code: SQLiteResultCode? {
+        if case .sqlite(let code) = reason { code } else { nil }
+    }
+
+    var description: String {
+        guard let code else { return "\(operation): \(message)" }
+        let extended = code.rawValue == code.primary.rawValue ? "" : ", extended \(code.rawValue)"
+        return "\(operation): \(message) (SQLite \(code.primary.rawValue)\(extended))"
+    }
 
     /// The database file is damaged or is not a database.
-    var isDamage: Bool { code == SQLITE_CORRUPT || code == SQLITE_NOTADB }
+    var isDamage: Bool { code.map { [.corrupt, .notADatabase].contains($0.primary) } ?? false }
     /// Another process held the lock past the busy timeout.
-    var isBusy: Bool { code == SQLITE_BUSY || code == SQLITE_LOCKED }
+    var isBusy: Bool { code.map { [.busy, .locked].contains($0.primary) } ?? false }
+}
+
+/// SQLite's result codes by name, primary and extended (as GRDB's `ResultCode`). Connections
+/// report extended codes; ``primary`` is the primary code of one (`SQLITE_IOERR_FSYNC` is an
+/// ``ioError``), which is what the code matches on.
+struct SQLiteResultCode: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    let rawValue: Int32
+
+    init(rawValue: Int32) {
+        self.rawValue = rawValue
+    }
+
+    /// The primary code (the low byte).
+    var primary: SQLiteResultCode { SQLiteResultCode(rawValue: rawValue & 0xFF) }
+
+    /// SQLite's English text for the code.
+    var description: String { String(cString: sqlite3_errstr(rawValue)) }
+
+    static let error = Self(rawValue: SQLITE_ERROR)
+    static let busy = Self(rawValue: SQLITE_BUSY)
+    static let locked = Self(rawValue: SQLITE_LOCKED)
+    static let readOnly = Self(rawValue: SQLITE_READONLY)
+    static let ioError = Self(rawValue: SQLITE_IOERR)
+    static let corrupt = Self(rawValue: SQLITE_CORRUPT)
+    static let full = Self(rawValue: SQLITE_FULL)
+    static let cannotOpen = Self(rawValue: SQLITE_CANTOPEN)
+    static let constraint = Self(rawValue: SQLITE_CONSTRAINT)
+    static let notADatabase = Self(rawValue: SQLITE_NOTADB)
+    /// `SQLITE_BUSY_SNAPSHOT`: a read transaction's snapshot is too old to write from.
+    static let busySnapshot = Self(rawValue: SQLITE_BUSY | (2 << 8))
+    /// `SQLITE_READONLY_DBMOVED`: the file was renamed or deleted while open.
+    static let readOnlyDatabaseMoved = Self(rawValue: SQLITE_READONLY | (4 << 8))
+    /// `SQLITE_IOERR_FSYNC`: the disk did not confirm a write.
+    static let ioErrorFsync = Self(rawValue: SQLITE_IOERR | (4 << 8))
 }
 
 /// One connection to an SQLite database, used from one thread at a time (the index store's
@@ -60,7 +122,9 @@ final class SQLiteDatabase {
         guard result == SQLITE_OK, let opened else {
             let message = opened.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open"
             sqlite3_close_v2(opened)
-            throw SQLiteError(code: result & 0xFF, operation: "open \(path)", message: message)
+            throw SQLiteError(
+                .sqlite(SQLiteResultCode(rawValue: opened.map(sqlite3_extended_errcode) ?? result)), operation: "open \(path)",
+                message: message)
         }
         return opened
     }
@@ -87,12 +151,14 @@ final class SQLiteDatabase {
         guard result == SQLITE_OK else {
             let message = String(cString: sqlite3_errmsg(handle))
             sqlite3_close_v2(handle)
-            throw SQLiteError(code: result & 0xFF, operation: "read", message: message)
+            throw SQLiteError(.sqlite(SQLiteResultCode(rawValue: result)), operation: "read", message: message)
         }
     }
 
     private func configure(busyTimeout: Duration) {
         let (seconds, attoseconds) = busyTimeout.components
+        // Results carry extended codes (SQLITE_IOERR_FSYNC, not just SQLITE_IOERR).
+        sqlite3_extended_result_codes(handle, 1)
         sqlite3_busy_timeout(handle, Int32(clamping: seconds * 1000 + attoseconds / 1_000_000_000_000_000))
         sqlite3_exec(handle, "PRAGMA foreign_keys=ON", nil, nil, nil)
     }
@@ -109,7 +175,7 @@ final class SQLiteDatabase {
         if result != SQLITE_OK {
             let message = error.map { String(cString: $0) } ?? String(cString: sqlite3_errmsg(handle))
             sqlite3_free(error)
-            throw SQLiteError(code: result & 0xFF, operation: sql.prefix(60).description, message: message)
+            throw SQLiteError(.sqlite(SQLiteResultCode(rawValue: result)), operation: sql.prefix(60).description, message: message)
         }
     }
 
@@ -125,7 +191,9 @@ final class SQLiteDatabase {
         var prepared: OpaquePointer?
         let result = sqlite3_prepare_v3(handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &prepared, nil)
         guard result == SQLITE_OK, let prepared else {
-            throw SQLiteError(code: result & 0xFF, operation: "prepare \(sql.prefix(60))", message: String(cString: sqlite3_errmsg(handle)))
+            throw SQLiteError(
+                .sqlite(SQLiteResultCode(rawValue: result)), operation: "prepare \(sql.prefix(60))",
+                message: String(cString: sqlite3_errmsg(handle)))
         }
         let statement = SQLiteStatement(prepared, database: handle)
         statements[sql] = statement
@@ -229,7 +297,7 @@ final class SQLiteStatement {
         case SQLITE_DONE: return false
         case let result:
             throw SQLiteError(
-                code: result & 0xFF, operation: "step \(String(cString: sqlite3_sql(handle)).prefix(60))",
+                .sqlite(SQLiteResultCode(rawValue: result)), operation: "step \(String(cString: sqlite3_sql(handle)).prefix(60))",
                 message: String(cString: sqlite3_errmsg(database)))
         }
     }

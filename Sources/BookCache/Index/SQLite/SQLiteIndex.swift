@@ -68,7 +68,8 @@ final class SQLiteIndex {
         let version = try Self.userVersion(database)
         guard version <= Self.schemaVersion else {
             throw SQLiteError(
-                code: 0, operation: "open \(path)", message: "the index is from a newer version of bookcache (schema \(version))")
+                .newerSchema(Int(version)), operation: "open \(path)",
+                message: "the index is from a newer version of bookcache (schema \(version))")
         }
         guard version < Self.schemaVersion, !database.isReadOnly else { return }
         var populated = 0
@@ -237,7 +238,7 @@ final class SQLiteIndex {
     private static func record(from row: SQLiteStatement) throws(SQLiteError) -> CachedBookMetadata {
         func required(_ column: Int32, _ name: String) throws(SQLiteError) -> String {
             guard let text = row.text(column) else {
-                throw SQLiteError(code: 0, operation: "read a record", message: "\(name) is missing")
+                throw SQLiteError(.invalidRow, operation: "read a record", message: "\(name) is missing")
             }
             return text
         }
@@ -245,7 +246,7 @@ final class SQLiteIndex {
             let id = try? BookID(type: type, bookId: try required(2, "bookId"))
         else {
             throw SQLiteError(
-                code: 0, operation: "read a record", message: "the record \(row.text(0) ?? "?") has an invalid type, id or format")
+                .invalidRow, operation: "read a record", message: "the record \(row.text(0) ?? "?") has an invalid type, id or format")
         }
         var record = CachedBookMetadata(
             id: id, title: try required(3, "title"), coverUrl: row.text(4), fileUrl: try required(5, "fileUrl"),
@@ -271,7 +272,7 @@ final class SQLiteIndex {
         do {
             return try JSONDecoder().decode([String].self, from: Data(text.utf8))
         } catch {
-            throw SQLiteError(code: 0, operation: "read a record", message: "its \(name) are not a list (\(error))")
+            throw SQLiteError(.invalidRow, operation: "read a record", message: "its \(name) are not a list (\(error))")
         }
     }
 
