@@ -90,6 +90,7 @@ let package = Package(
             name: "bookcache-cli",
             dependencies: [
                 "BookCache",
+                "DownloadQueue",
                 "BookCacheService",
                 "CBookCacheShims",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -102,7 +103,7 @@ let package = Package(
         // else, so the documented API cannot stop compiling unnoticed.
         .executableTarget(
             name: "bookshelf-example",
-            dependencies: ["BookCache"],
+            dependencies: ["BookCache", "DownloadQueue"],
             path: "Examples/Bookshelf"
         ),
         // A loopback HTTP server with fault injection, shared by the tests and the demo.
@@ -130,7 +131,7 @@ let package = Package(
         ),
         .testTarget(
             name: "BookCacheTests",
-            dependencies: ["BookCache", "BookCacheTestSupport", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["BookCache", "DownloadQueue", "BookCacheTestSupport", .product(name: "Logging", package: "swift-log")]
         ),
         .testTarget(
             name: "BookCacheServiceTests",

@@ -1,10 +1,11 @@
-// A small bookshelf on the BookCache library alone — what an app developer writes, built in CI
+// A small bookshelf on the BookCache library (and DownloadQueue, for its progress and event types) — what an app developer writes, built in CI
 // so the documented API keeps compiling. It keeps at most two books, downloads the URLs it is
 // given one by one, and shows what the library reports: progress, validation, evictions, and
 // failures by their typed kind.
 //
 //     swift run bookshelf-example CACHE_DIR URL...
 import BookCache
+import DownloadQueue
 import Foundation
 
 @MainActor

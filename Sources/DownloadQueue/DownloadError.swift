@@ -60,7 +60,7 @@ public struct DownloadError: Error, Sendable, CustomStringConvertible {
     public var attempts: Int = 1
     /// The size of the partial file kept for the next attempt to resume from (0 when nothing
     /// was kept). An attempt that leaves more than any before it made progress, and does not use
-    /// up a retry (see ``RetryStateMachine``).
+    /// up a retry (see ``RetryPolicy``).
     public var keptBytes: Int64 = 0
 
     /// Creates an error.

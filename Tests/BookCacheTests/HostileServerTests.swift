@@ -1,4 +1,5 @@
 import BookCacheTestSupport
+import DownloadQueue
 import Foundation
 import Logging
 import Synchronization

@@ -1,8 +1,9 @@
 import BookCacheTestSupport
-import DownloadQueue
 import Foundation
 import Logging
 import Testing
+
+@testable import DownloadQueue
 
 @Suite("FileDownloader over real HTTP")
 struct FileDownloaderTests {

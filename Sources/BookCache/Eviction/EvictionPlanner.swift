@@ -4,7 +4,7 @@ import Foundation
 ///
 /// Pinned books and protected ones (being downloaded, or held open) are never chosen. Books go
 /// in order of `lastAccessedAt` (oldest first, then by id) until every limit is met.
-public struct EvictionPlanner: Sendable {
+struct EvictionPlanner: Sendable {
     /// What must hold after eviction.
     public struct Limits: Sendable, Hashable {
         /// The size budget, if any.

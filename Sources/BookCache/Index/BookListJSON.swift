@@ -6,7 +6,7 @@ import Foundation
 /// redacted; pretty-printed with sorted keys and ISO-8601 dates, the same bytes `JSONEncoder`
 /// writes. Written by hand: `JSONEncoder` takes 15 µs a record, 15 s for a million books.
 /// (A test compares the two for a record with every field set, so a new field cannot be left out.)
-public enum BookListJSON {
+package enum BookListJSON {
     /// `cached`, or `outdated` when the server has a newer copy.
     public static func status(_ record: CachedBookMetadata) -> String { record.outdated ? "outdated" : "cached" }
 

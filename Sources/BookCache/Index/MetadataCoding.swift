@@ -2,7 +2,7 @@ import Foundation
 
 /// The JSON coders used for the index, sidecars and `list --json`: ISO-8601 dates with
 /// fractional seconds (so LRU order survives a round trip), sorted keys.
-public enum MetadataCoding {
+package enum MetadataCoding {
     /// An encoder for metadata: ISO-8601 dates, sorted keys.
     public static func encoder(pretty: Bool = false) -> JSONEncoder {
         let encoder = JSONEncoder()

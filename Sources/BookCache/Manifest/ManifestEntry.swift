@@ -1,7 +1,8 @@
+import DownloadQueue
 import Foundation
 
 /// One book named by a manifest line, before its fields are checked.
-public struct ManifestEntry: Sendable, Hashable {
+package struct ManifestEntry: Sendable, Hashable {
     /// The line it came from, counting from 1.
     public var line: Int
     /// The book's URL (required).
@@ -63,7 +64,7 @@ public struct ManifestEntry: Sendable, Hashable {
 }
 
 /// A manifest line that cannot be used, with its line number.
-public struct ManifestProblem: Error, Sendable, Hashable, CustomStringConvertible {
+package struct ManifestProblem: Error, Sendable, Hashable, CustomStringConvertible {
     /// The line, counting from 1.
     public var line: Int
     /// What is wrong with it.

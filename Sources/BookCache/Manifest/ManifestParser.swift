@@ -1,3 +1,4 @@
+import DownloadQueue
 import Foundation
 
 #if canImport(Glibc)
@@ -18,7 +19,7 @@ import Foundation
 /// ``ManifestProblem`` with its line number and does not stop the others; unknown keys are
 /// ignored with a warning. Lines longer than ``maxLineBytes`` are refused without being held
 /// in memory.
-public struct ManifestParser: Sendable {
+package struct ManifestParser: Sendable {
     /// The longest line accepted, in bytes.
     public var maxLineBytes: Int
 
@@ -233,7 +234,7 @@ public struct ManifestParser: Sendable {
 }
 
 /// Reading a manifest failed.
-public struct ManifestReadError: Error, Sendable, CustomStringConvertible {
+package struct ManifestReadError: Error, Sendable, CustomStringConvertible {
     /// Why.
     public var message: String
     public var description: String { "cannot read the manifest: \(message)" }

@@ -1,7 +1,7 @@
 import Foundation
 
 /// A size typed by a person: `500`, `500B`, `1.5GB` (powers of 1000), `2GiB` (powers of 1024).
-public struct ByteSize: Sendable, Hashable, Comparable, CustomStringConvertible {
+package struct ByteSize: Sendable, Hashable, Comparable, CustomStringConvertible {
     /// The size in bytes.
     public let bytes: Int64
 
@@ -46,7 +46,7 @@ public struct ByteSize: Sendable, Hashable, Comparable, CustomStringConvertible 
 }
 
 /// A span typed by a person: `90s`, `30m`, `4h`, `7d`, `2w`.
-public struct TimeSpan: Sendable, Hashable, CustomStringConvertible {
+package struct TimeSpan: Sendable, Hashable, CustomStringConvertible {
     /// The span in seconds.
     public let seconds: TimeInterval
 

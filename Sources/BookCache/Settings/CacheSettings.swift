@@ -1,3 +1,4 @@
+import DownloadQueue
 import Foundation
 
 /// Settings kept with a cache in `config.json`, set with `bookcache config set KEY VALUE`.

@@ -1,7 +1,7 @@
 import Foundation
 
 /// Formats byte counts for people: `1.5 MB`, `812 KB`, `37 B` (powers of 1000, as disks are sold).
-public enum ByteFormat {
+package enum ByteFormat {
     /// A short human-readable size.
     /// - Parameter bytes: A byte count.
     /// - Returns: The size with one decimal where it helps, such as `2.4 GB`.

@@ -13,7 +13,7 @@ import Foundation
 /// acquisitions (a web page or DRM licence in front of the book); an entry without a free EPUB or PDF is
 /// ``SyncEntry/Outcome/skipped(title:reason:)``, not a failure. When an entry offers both formats,
 /// ``formats`` decides.
-public struct FeedParser: Sendable {
+struct FeedParser: Sendable {
     /// The format found.
     public enum Format: String, Sendable, Hashable {
         case opds1 = "OPDS 1.2"

@@ -1,7 +1,7 @@
 import Foundation
 
 /// One entry a sync source lists, in the source's order.
-public struct SyncEntry: Sendable, Hashable {
+struct SyncEntry: Sendable, Hashable {
     /// What an entry gives a sync.
     public enum Outcome: Sendable, Hashable {
         /// A free EPUB or PDF to cache.
@@ -33,7 +33,7 @@ public struct SyncEntry: Sendable, Hashable {
 
 /// A section of a navigation feed: a link to another feed (calibre's "By Newest", an OPDS 2
 /// `navigation` link).
-public struct FeedSection: Sendable, Hashable {
+struct FeedSection: Sendable, Hashable {
     /// The title the catalogue shows.
     public var title: String
     /// The feed it leads to.
@@ -50,7 +50,7 @@ public struct FeedSection: Sendable, Hashable {
 }
 
 /// One page of a sync source: its entries, its sections (for a navigation feed), and the next page.
-public struct FeedPage: Sendable, Hashable {
+struct FeedPage: Sendable, Hashable {
     /// The format detected.
     public var format: FeedParser.Format
     /// The entries, in order.

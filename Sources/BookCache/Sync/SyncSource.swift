@@ -1,3 +1,4 @@
+import DownloadQueue
 import Foundation
 
 /// Where a sync reads its list of books: a JSON Lines manifest (the same format as

@@ -23,14 +23,17 @@ public struct BookValidator: Sendable {
     }
 
     /// Validates the file at `path` and returns its format and warnings.
-    /// - Parameters:
-    ///   - path: A file on disk.
-    ///   - blockCRC32: The CRC-32s of the file's blocks, computed while it downloaded; large stored
-    ///     EPUB entries they vouch for are then not read again.
+    /// - Parameter path: A file on disk.
     /// - Returns: The format the bytes show, and the warnings (empty when ``strict``: a warning
     ///   is then a refusal).
     /// - Throws: ``ValidationFailure`` naming what is wrong.
-    public func check(path: String, blockCRC32: BlockCRC32? = nil) throws(ValidationFailure) -> ValidationReport {
+    public func check(path: String) throws(ValidationFailure) -> ValidationReport {
+        try check(path: path, blockCRC32: nil)
+    }
+
+    /// ``check(path:)`` with the CRC-32s of the file's blocks, computed while it downloaded:
+    /// large stored EPUB entries they vouch for are then not read again.
+    package func check(path: String, blockCRC32: BlockCRC32?) throws(ValidationFailure) -> ValidationReport {
         let format = try Self.detectFormat(path: path)
         let warnings: [String]
         switch format {
@@ -43,11 +46,11 @@ public struct BookValidator: Sendable {
         return ValidationReport(format: format, warnings: warnings)
     }
 
-    /// Validates the file at `path` and returns its format; ``check(path:blockCRC32:)`` also
-    /// returns the warnings.
+    /// Validates the file at `path` and returns its format; ``check(path:)`` also returns the
+    /// warnings.
     /// - Throws: ``ValidationFailure`` naming what is wrong.
-    public func validate(path: String, blockCRC32: BlockCRC32? = nil) throws(ValidationFailure) -> BookFormat {
-        try check(path: path, blockCRC32: blockCRC32).format
+    public func validate(path: String) throws(ValidationFailure) -> BookFormat {
+        try check(path: path, blockCRC32: nil).format
     }
 
     /// The format shown by the first bytes of the file.

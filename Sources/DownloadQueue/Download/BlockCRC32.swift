@@ -12,7 +12,7 @@ import Foundation
 /// blocks from disk instead of the whole range.
 ///
 /// Blocks are aligned to the start of the file; the last one may be short.
-public struct BlockCRC32: Sendable, Hashable {
+package struct BlockCRC32: Sendable, Hashable {
     /// The bytes in each block but the last.
     public let blockSize: Int
     /// The CRC-32 of each complete block, in order.

@@ -21,7 +21,7 @@ import Logging
 ///
 /// When an attempt fails, the partial is kept if it can be resumed (retryable failure or
 /// cancellation, with a validator); otherwise it is removed.
-public struct FileDownloader: Sendable {
+package struct FileDownloader: Sendable {
     /// The transport that sends requests.
     public let transport: any HTTPTransport
     private let logger: Logger
@@ -500,7 +500,7 @@ final class HashBox: @unchecked Sendable {
 /// A response whose head has arrived and been accepted, its body not yet read: the value
 /// ``FileDownloader/open(from:to:maxBytes:resume:credentials:headers:)`` returns, for the caller
 /// to decide on (is there room for ``head``'s length?) before ``FileDownloader/receive(_:computesBlockCRC32:onProgress:)``.
-public struct OpenedDownload: Sendable {
+package struct OpenedDownload: Sendable {
     /// What the response says about the body: status, lengths, type.
     public let head: ResponseHead
     let response: TransportResponse

@@ -1,6 +1,6 @@
 /// What a caller sees of a response before any of its body is written (``OpenedDownload/head``),
 /// to decide whether to take it — for example whether the file fits on the disk.
-public struct ResponseHead: Sendable {
+package struct ResponseHead: Sendable {
     /// The HTTP status code (200, or 206 when resuming).
     public var statusCode: Int
     /// The full size of the file when the server announced it.

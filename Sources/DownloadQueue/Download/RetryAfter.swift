@@ -1,7 +1,7 @@
 import Foundation
 
 /// Parses the `Retry-After` header: delay seconds or an HTTP date.
-public enum RetryAfter {
+enum RetryAfter {
     /// The delay the header asks for, never negative.
     /// - Parameters:
     ///   - value: The header's value, such as `120` or `Wed, 21 Oct 2015 07:28:00 GMT`.

@@ -5,7 +5,7 @@ import Foundation
 ///
 /// One hasher is used by one thread at a time; ``finalize()`` ends it. Like an allocation, it
 /// traps only when OpenSSL cannot allocate its context.
-public final class SHA256Hasher: @unchecked Sendable {
+package final class SHA256Hasher: @unchecked Sendable {
     private var context: UnsafeMutableRawPointer?
 
     /// Starts a digest.

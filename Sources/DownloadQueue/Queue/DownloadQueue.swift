@@ -164,7 +164,7 @@ public actor DownloadQueue {
     ///   - body: The caller's steps with the slot.
     /// - Returns: What `body` returns.
     /// - Throws: What `body` throws.
-    public nonisolated func withSlot<T, E: Error>(
+    package nonisolated func withSlot<T, E: Error>(
         for request: DownloadRequest,
         onEvent: @escaping @Sendable (DownloadEvent) -> Void = { _ in },
         _ body: (DownloadSlot) async throws(E) -> T

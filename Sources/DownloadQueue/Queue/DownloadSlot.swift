@@ -9,7 +9,7 @@ import Synchronization
 /// failed — the slot is given up while the retry waits, and the partial file is resumed — and
 /// each step either returns its value or throws the final ``DownloadError``. Use a slot from
 /// the task that was given it, one call at a time.
-public final class DownloadSlot: Sendable {
+package final class DownloadSlot: Sendable {
     /// The job's id, as in its events.
     public let id: DownloadJobID
     let request: DownloadRequest

@@ -1,6 +1,6 @@
 /// The retry bookkeeping for one job, as a value type: each failure goes in, an action comes out.
 /// Unit-tested without I/O.
-public struct RetryStateMachine: Sendable {
+struct RetryStateMachine: Sendable {
     /// What to do after a failed attempt.
     public enum Action: Sendable, Equatable {
         /// Try again after this delay. `holdHost` is set when the server asked every request to

@@ -5,7 +5,7 @@ import Foundation
 /// ``CurlTransport`` (libcurl) is the live implementation. A transport sends one `GET`,
 /// follows redirects, and hands back the final response head with a streaming body. It does
 /// not retry, does not decompress, and does not interpret status codes: that is the
-/// ``FileDownloader``'s job, so every transport behaves the same.
+/// the downloader's job, so every transport behaves the same.
 public protocol HTTPTransport: Sendable {
     /// Sends a request and returns the response head once it has arrived.
     ///

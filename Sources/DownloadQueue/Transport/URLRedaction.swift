@@ -1,7 +1,7 @@
 import Foundation
 
 /// Removes credentials from URLs before they reach logs, errors or listings.
-public enum URLRedaction {
+package enum URLRedaction {
     /// The URL as a string with any user name and password replaced by `***`.
     /// - Parameter url: A URL that may carry `user:password@`.
     /// - Returns: The URL's string form, safe to show.

@@ -1,4 +1,5 @@
 import BookCache
+import DownloadQueue
 import Foundation
 import Synchronization
 

@@ -1,5 +1,6 @@
 import ArgumentParser
 import BookCache
+import DownloadQueue
 import Foundation
 import Logging
 import Synchronization

@@ -1,5 +1,6 @@
 import ArgumentParser
 import BookCache
+import DownloadQueue
 import Foundation
 
 /// How downloads reach the network, with curl's option names: proxy, rate limit, timeouts, trust
