@@ -94,6 +94,7 @@ let package = Package(
                 "BookCacheService",
                 "CBookCacheShims",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             // The command line's text in English, German and Simplified Chinese (see Localized).

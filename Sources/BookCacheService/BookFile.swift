@@ -88,6 +88,7 @@ enum BookFile {
 }
 
 /// A file handle read from blocking-work threads, one read at a time.
+// Unchecked: one read at a time, each awaited before the next; a lock orders close after the last.
 final class HandleBox: @unchecked Sendable {
     // Reads are sequential (each awaited before the next), so the handle is never used by two
     // threads at once; the lock only orders `close` after the last read.

@@ -39,21 +39,23 @@ struct Verifier: Sendable {
             )
         }
         // Re-hash and re-validate at the same time, on two cores: both read the whole file.
-        let digest = ResultBox<Result<String, FileSystem.CallError>>()
-        let validation = ResultBox<Result<ValidationReport, ValidationFailure>>()
+        enum Lane: Sendable {
+            case digest(Result<String, FileSystem.CallError>)
+            case validation(Result<ValidationReport, ValidationFailure>)
+        }
         let limits = self.limits
-        Lanes.run(2) { lane in
-            if lane == 0 {
-                digest.value = Self.sha256(of: url)
-            } else {
-                do throws(ValidationFailure) {
-                    validation.value = .success(try BookValidator(limits: limits).check(path: url.path))
-                } catch {
-                    validation.value = .failure(error)
-                }
+        let lanes = Lanes.map(2) { lane -> Lane in
+            if lane == 0 { return .digest(Self.sha256(of: url)) }
+            do throws(ValidationFailure) {
+                return .validation(.success(try BookValidator(limits: limits).check(path: url.path)))
+            } catch {
+                return .validation(.failure(error))
             }
         }
-        switch digest.value {
+        guard case .digest(let digest) = lanes[0], case .validation(let validation) = lanes[1] else {
+            preconditionFailure("Lanes.map returns its lanes in order")
+        }
+        switch digest {
         case .failure(let error):
             return (.init(kind: .missing, id: record.id, path: record.localPath, detail: "cannot be read (\(error))"), [])
         case .success(let digest) where digest != record.checksum:
@@ -64,7 +66,7 @@ struct Verifier: Sendable {
         default:
             break
         }
-        switch validation.value {
+        switch validation {
         case .failure(let error):
             return (.init(kind: .corrupt, id: record.id, path: record.localPath, detail: error.reason), [])
         case .success(let report) where report.format != record.format:
@@ -72,8 +74,6 @@ struct Verifier: Sendable {
             return (.init(kind: .corrupt, id: record.id, path: record.localPath, detail: detail), [])
         case .success(let report):
             return (nil, report.warnings)
-        case nil:
-            return (nil, [])
         }
     }
 
@@ -105,11 +105,6 @@ struct Verifier: Sendable {
             }
         }
         return found
-    }
-
-    /// Holds one lane's result until both lanes of a concurrent check are done.
-    final class ResultBox<T>: @unchecked Sendable {
-        var value: T?
     }
 
     static func sha256(of url: URL) -> Result<String, FileSystem.CallError> {

@@ -384,6 +384,7 @@ package struct FileDownloader: Sendable {
 }
 
 /// A file opened for writing with plain POSIX calls, so every failure keeps its `errno`.
+// Unchecked: one blocking-work call at a time uses the descriptor, each awaited before the next.
 final class OutputFile: @unchecked Sendable {
     // Used by one blocking-work call at a time, each awaited by the download that created it.
     private var fd: Int32
@@ -487,6 +488,7 @@ private func systemClose(_ fd: Int32) -> Int32 {
 
 /// The running SHA-256 (and block CRC-32s, when asked for) of a download; used by one
 /// blocking-work call at a time, each awaited before the next.
+// Unchecked: one blocking-work call at a time updates it, each awaited before the next.
 final class HashBox: @unchecked Sendable {
     let value = SHA256Hasher()
     var blocks: BlockCRC32?

@@ -5,6 +5,7 @@ import Foundation
 ///
 /// One hasher is used by one thread at a time; ``finalize()`` ends it. Like an allocation, it
 /// traps only when OpenSSL cannot allocate its context.
+// Unchecked: OpenSSL's context is used by one thread at a time, each use awaited before the next.
 package final class SHA256Hasher: @unchecked Sendable {
     private var context: UnsafeMutableRawPointer?
 

@@ -319,13 +319,6 @@ public actor DownloadQueue {
 
     // MARK: - Events
 
-    /// Sends an event to the job's stream and every queue subscriber. Nonisolated, so progress
-    /// from the download's thread needs no hop to the actor.
-    private nonisolated func emit(_ event: DownloadEvent, to job: AsyncStream<DownloadEvent>.Continuation) {
-        job.yield(event)
-        subscribers.yield(event)
-    }
-
     static func hostKey(_ url: URL) -> String {
         "\(url.scheme?.lowercased() ?? "")://\(url.host?.lowercased() ?? ""):\(url.port ?? -1)"
     }

@@ -35,6 +35,7 @@ package enum Lanes {
     }
 
     /// One slot per lane, each written by its own lane only, read after all have finished.
+    // Unchecked: each lane writes only its own slot; the slots are read after every lane has ended.
     private final class Slots<T>: @unchecked Sendable {
         private let buffer: UnsafeMutableBufferPointer<T?>
 

@@ -147,6 +147,7 @@ private struct CurlBody: AsyncSequence, Sendable {
 }
 
 /// One transfer: its easy handle (touched only on the driver thread) and the state its caller reads.
+// Unchecked: the easy handle is touched on the driver thread only; what callers read is behind `state`'s Mutex.
 final class CurlTransfer: @unchecked Sendable {
     struct Head: Sendable {
         var status: Int
@@ -304,6 +305,7 @@ final class CurlTransfer: @unchecked Sendable {
 
 /// Runs libcurl's multi interface on a thread of its own: transfers are added, cancelled and
 /// unpaused through a command queue, and `curl_multi_poll` sleeps until there is work.
+// Unchecked: the multi handle is used on the driver thread only; commands reach it through a Mutex-guarded queue.
 final class CurlDriver: @unchecked Sendable {
     enum Command {
         case add(CurlTransfer)

@@ -134,6 +134,7 @@ public struct ResponseBody: AsyncSequence, Sendable {
 
 /// Holds an iterator so a closure can advance it. A body is iterated by one task at a time,
 /// which is what makes the unchecked conformance sound.
+// Unchecked: a body is iterated by one task at a time.
 private final class IteratorBox<Base: AsyncIteratorProtocol>: @unchecked Sendable where Base.Element == [UInt8] {
     private var base: Base
 

@@ -3,6 +3,7 @@ import BookCache
 import DownloadQueue
 import Foundation
 import Synchronization
+import UnixSignals
 
 #if canImport(Glibc)
     import Glibc
@@ -224,11 +225,22 @@ struct DownloadCommand: AsyncParsableCommand {
                 }
             }
         }
-        let signals = SignalWatcher { _ in work.cancel() }
+        // SIGINT or SIGTERM stops starting books and cancels the running ones (their partial files
+        // are kept for resume); the exit status is then the conventional 128 + the signal.
+        let signals = await UnixSignalsSequence(trapping: .sigint, .sigterm)
+        let watcher = Task { () -> Int32? in
+            for await signal in signals {
+                work.cancel()
+                return signal.rawValue
+            }
+            return nil
+        }
         await work.value
-        if signals.signal == nil { await manager.waitForBackgroundWork() }
-        let allCached = reporter.summarize(interrupted: signals.signal != nil)
-        if let status = signals.exitStatus { throw ExitCode(status) }
+        watcher.cancel()
+        let signal = await watcher.value
+        if signal == nil { await manager.waitForBackgroundWork() }
+        let allCached = reporter.summarize(interrupted: signal != nil)
+        if let signal { throw ExitCode(128 + signal) }
         // The status of the failures when they share one (all offline: 69), else 1.
         if !allCached { throw ExitCode(ExitStatus.of(failures: reporter.failureStatuses)) }
     }
