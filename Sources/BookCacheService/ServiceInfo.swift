@@ -1,3 +1,4 @@
+import BookCache
 import Foundation
 
 /// `CACHE/service.json`: where a running `bookcache serve` listens, so `bookcache queue …` can
@@ -17,12 +18,12 @@ public struct ServiceInfo: Codable, Sendable, Hashable {
 
     /// The file beside the cache's index.
     public static func file(in cacheRoot: URL) -> URL {
-        cacheRoot.appendingPathComponent("service.json")
+        CacheLayout(root: cacheRoot).serviceInfoFile
     }
 
     /// The token file beside the cache's index.
     public static func tokenFile(in cacheRoot: URL) -> URL {
-        cacheRoot.appendingPathComponent("service.token")
+        CacheLayout(root: cacheRoot).serviceTokenFile
     }
 
     /// Reads the file; `nil` when there is none or it is not one of ours.

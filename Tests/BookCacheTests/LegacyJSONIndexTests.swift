@@ -19,8 +19,8 @@ enum LegacyFiles {
 
     static func write(_ records: [CachedBookMetadata], journal: [String] = [], to layout: CacheLayout) throws {
         try FileManager.default.createDirectory(at: layout.root, withIntermediateDirectories: true)
-        try snapshot(records).write(to: layout.indexFile)
-        if !journal.isEmpty { try Data(journal.joined().utf8).write(to: layout.journalFile) }
+        try snapshot(records).write(to: layout.legacyIndexFile)
+        if !journal.isEmpty { try Data(journal.joined().utf8).write(to: layout.legacyJournalFile) }
     }
 
     static func line(set record: CachedBookMetadata) throws -> String {
@@ -89,7 +89,7 @@ struct LegacyJSONIndexTests {
               "schemaVersion" : 1
             }
             """
-        try Data(json.utf8).write(to: layout.indexFile)
+        try Data(json.utf8).write(to: layout.legacyIndexFile)
         #expect(try LegacyJSONIndex(layout: layout, logger: Logger(label: "test")).records() == [try record("a")])
     }
 
@@ -108,11 +108,11 @@ struct LegacyJSONIndexTests {
         try LegacyFiles.write(kept + [gone], to: layout)
         // When the previous index is damaged
         switch damage {
-        case "garbage": try Data("{not json".utf8).write(to: layout.indexFile)
+        case "garbage": try Data("{not json".utf8).write(to: layout.legacyIndexFile)
         case "truncated":
-            let data = try Data(contentsOf: layout.indexFile)
-            try data.prefix(data.count / 2).write(to: layout.indexFile)
-        default: try Data("not a journal line\n".utf8).write(to: layout.journalFile)
+            let data = try Data(contentsOf: layout.legacyIndexFile)
+            try data.prefix(data.count / 2).write(to: layout.legacyIndexFile)
+        default: try Data("not a journal line\n".utf8).write(to: layout.legacyJournalFile)
         }
         // Then the new index holds the books on disk, and the damaged files are kept aside
         let store = IndexStore(layout: layout, logger: Logger(label: "test"))
@@ -128,11 +128,11 @@ struct LegacyJSONIndexTests {
         defer { dir.remove() }
         let layout = try makeLayout(dir)
         let future = Data(#"{"schemaVersion": 99, "books": {}, "somethingNew": true}"#.utf8)
-        try future.write(to: layout.indexFile)
+        try future.write(to: layout.legacyIndexFile)
         let error = #expect(throws: BookCacheError.self) { try IndexStore(layout: layout, logger: Logger(label: "test")).allRecords() }
         #expect(error?.kind == .indexUnusable)
         #expect(error?.message.contains("newer") == true, "\(error?.message ?? "")")
-        #expect(try Data(contentsOf: layout.indexFile) == future)
+        #expect(try Data(contentsOf: layout.legacyIndexFile) == future)
     }
 }
 

@@ -195,8 +195,8 @@ struct SQLiteIndexTests {
         try LegacyFiles.write(records, to: layout)
         let store = IndexStore(layout: layout, logger: Logger(label: "test"))
         #expect(try store.allRecords() == records.sorted { $0.id < $1.id })
-        #expect(!FileManager.default.fileExists(atPath: layout.indexFile.path))
-        #expect(FileManager.default.fileExists(atPath: layout.indexFile.path + ".imported"))
+        #expect(!FileManager.default.fileExists(atPath: layout.legacyIndexFile.path))
+        #expect(FileManager.default.fileExists(atPath: layout.legacyIndexFile.path + ".imported"))
         #expect(try IndexStore(layout: layout, logger: Logger(label: "test")).record(BookID(parsing: "ebook-b7")) == records[7])
     }
 }

@@ -35,7 +35,7 @@ final class IndexStore: Sendable {
 
     /// Whether the cache has an index on disk yet (of this version or the previous one).
     var exists: Bool {
-        [layout.databaseFile, layout.indexFile, layout.journalFile].contains { FileManager.default.fileExists(atPath: $0.path) }
+        [layout.databaseFile, layout.legacyIndexFile, layout.legacyJournalFile].contains { FileManager.default.fileExists(atPath: $0.path) }
     }
 
     /// The record of one book, or `nil`; one row read.
@@ -153,10 +153,10 @@ final class IndexStore: Sendable {
         if legacy.exists {
             // Under the previous version's lock, so a process of that version still running
             // cannot change it half-way through the import. `nil`: damaged, rebuild instead.
-            let importing = "import \(layout.indexFile.path)"
+            let importing = "import \(layout.legacyIndexFile.path)"
             let imported: [CachedBookMetadata]?
             do {
-                imported = try FileLock(url: layout.indexLockFile).withLock { () throws -> [CachedBookMetadata]? in
+                imported = try FileLock(url: layout.settingsLockFile).withLock { () throws -> [CachedBookMetadata]? in
                     let books: [CachedBookMetadata]
                     do throws(LegacyJSONIndex.Problem) {
                         books = try legacy.records()

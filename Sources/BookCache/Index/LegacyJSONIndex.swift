@@ -40,13 +40,14 @@ struct LegacyJSONIndex {
 
     /// Whether the cache has an index of the previous version.
     var exists: Bool {
-        FileManager.default.fileExists(atPath: layout.indexFile.path) || FileManager.default.fileExists(atPath: layout.journalFile.path)
+        FileManager.default.fileExists(atPath: layout.legacyIndexFile.path)
+            || FileManager.default.fileExists(atPath: layout.legacyJournalFile.path)
     }
 
     /// Every record of the previous index, sorted by id.
     func records() throws(Problem) -> [CachedBookMetadata] {
         var books: [String: CachedBookMetadata] = [:]
-        if let data = try Self.contents(of: layout.indexFile) {
+        if let data = try Self.contents(of: layout.legacyIndexFile) {
             let snapshot: Snapshot
             do {
                 snapshot = try MetadataCoding.decoder().decode(Snapshot.self, from: data)
@@ -63,7 +64,7 @@ struct LegacyJSONIndex {
                 }
             }
         }
-        if let journal = try Self.contents(of: layout.journalFile) {
+        if let journal = try Self.contents(of: layout.legacyJournalFile) {
             let decoder = MetadataCoding.decoder()
             var start = journal.startIndex
             // Only complete lines: a line without its newline was being written when its writer died.
@@ -91,7 +92,7 @@ struct LegacyJSONIndex {
 
     /// Renames the imported files to `*.imported`, so they are not imported again.
     func markImported() throws {
-        for file in [layout.indexFile, layout.journalFile] where FileManager.default.fileExists(atPath: file.path) {
+        for file in [layout.legacyIndexFile, layout.legacyJournalFile] where FileManager.default.fileExists(atPath: file.path) {
             try FileSystem.moveAtomically(from: file, to: file.appendingPathExtension("imported"))
         }
     }
@@ -101,7 +102,7 @@ struct LegacyJSONIndex {
     func moveAside() throws -> [String] {
         let stamp = Int(Date().timeIntervalSince1970)
         var moved: [String] = []
-        for file in [layout.indexFile, layout.journalFile] where FileManager.default.fileExists(atPath: file.path) {
+        for file in [layout.legacyIndexFile, layout.legacyJournalFile] where FileManager.default.fileExists(atPath: file.path) {
             let aside = URL(fileURLWithPath: file.path + ".corrupt-\(stamp)")
             try FileSystem.moveAtomically(from: file, to: aside)
             moved.append(aside.path)

@@ -15,7 +15,7 @@ struct CoverFetcher: Sendable {
     static let maxBytes: Int64 = 20 << 20
 
     func fetch(for id: BookID, from url: URL, access: OriginAccess) async {
-        let partial = layout.partialFolder.appendingPathComponent("\(id).cover.part")
+        let partial = layout.partialCoverFile(for: id)
         do {
             var job = DownloadRequest(url: url, destination: partial.path, priority: .low, maxBytes: Self.maxBytes, resume: false)
             access.apply(to: &job)
@@ -25,7 +25,7 @@ struct CoverFetcher: Sendable {
                 logger.warning("the cover is not an image; skipped", metadata: ["id": "\(id)", "url": "\(URLRedaction.redacted(url))"])
                 return
             }
-            let relative = "\(id.type.folderName)/\(id.bookId).cover.\(ext)"
+            let relative = layout.relativeCoverPath(for: id, extension: ext)
             let (layout, store) = (self.layout, self.store)
             try await BlockingWork.run { () throws(BookCacheError) in
                 try store.update { index throws(BookCacheError) in

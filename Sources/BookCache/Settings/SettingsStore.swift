@@ -4,7 +4,7 @@ import Foundation
 struct SettingsStore: Sendable {
     let layout: CacheLayout
 
-    var file: URL { layout.root.appendingPathComponent("config.json") }
+    var file: URL { layout.settingsFile }
 
     func read() throws(BookCacheError) -> CacheSettings {
         guard FileManager.default.fileExists(atPath: file.path) else { return CacheSettings() }
@@ -17,7 +17,7 @@ struct SettingsStore: Sendable {
 
     func update(_ change: (inout CacheSettings) throws(BookCacheError) -> Void) throws(BookCacheError) -> CacheSettings {
         do {
-            return try FileLock(url: layout.indexLockFile).withLock { () throws(BookCacheError) -> CacheSettings in
+            return try FileLock(url: layout.settingsLockFile).withLock { () throws(BookCacheError) -> CacheSettings in
                 var settings = try read()
                 try change(&settings)
                 do {

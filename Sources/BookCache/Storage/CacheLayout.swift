@@ -1,18 +1,29 @@
 import Foundation
 
-/// Where everything lives under a cache root.
+/// Where everything lives under a cache root: every path of the cache is made here.
 ///
 /// ```
-/// ROOT/metadata.json        the index snapshot (with a schema version)
-/// ROOT/metadata.journal     changes since the snapshot, one JSON line each
-/// ROOT/metadata.lock        advisory lock for index updates
-/// ROOT/ebooks/123.epub      a cached book
-/// ROOT/ebooks/123.meta.json its sidecar: the same record as in the index
-/// ROOT/magazines/…          the same for magazines
-/// ROOT/partial/ID.part      a download in progress (same filesystem, so the final rename is atomic)
+/// ROOT/index.sqlite            the index (SQLite, WAL: index.sqlite-wal and -shm beside it); also the
+///                              service's jobs and sources
+/// ROOT/books.lock              per-book locks on Linux: one byte each, locked with open file description locks
+/// ROOT/metadata.lock           advisory lock for settings and sync-state updates
+/// ROOT/config.json             settings (max-size, keep, reserve, …)
+/// ROOT/sync.json               the last successful sync of each source
+/// ROOT/service.token           the API token of bookcache serve (0600)
+/// ROOT/service.json            where a running bookcache serve listens (url, pid)
+/// ROOT/ebooks/123.epub         a cached book
+/// ROOT/ebooks/123.meta.json    its sidecar: the same record as the index, to rebuild it from
+/// ROOT/ebooks/123.cover.jpg    its cover
+/// ROOT/magazines/…             the same for magazines
+/// ROOT/partial/ID.part         a download in progress (same filesystem, so the final rename is atomic)
 /// ROOT/partial/ID.part.resume  its URL and validator, for resuming with Range/If-Range
-/// ROOT/partial/ID.lock      held by the process fetching the book
+/// ROOT/partial/ID.cover.part   a cover in progress
+/// ROOT/partial/ID.lock         held while fetching, on platforms without open file description locks
+/// ROOT/metadata.json(.imported), metadata.journal   the previous version's index, imported once
 /// ```
+///
+/// Folders the cache creates are 0700; files that may hold a secret (the index, sidecars, settings, resume
+/// records, the service's files) are 0600.
 public struct CacheLayout: Sendable, Hashable {
     /// The cache root.
     public let root: URL
@@ -23,16 +34,35 @@ public struct CacheLayout: Sendable, Hashable {
         self.root = root.standardizedFileURL
     }
 
-    /// The index file.
-    public var indexFile: URL { root.appendingPathComponent("metadata.json") }
     /// The index: an SQLite database (with its `-wal` and `-shm` files beside it).
     public var databaseFile: URL { root.appendingPathComponent("index.sqlite") }
-    /// The index journal: changes since `metadata.json` was written, one JSON line each.
-    public var journalFile: URL { root.appendingPathComponent("metadata.journal") }
-    /// The lock file guarding index updates.
-    public var indexLockFile: URL { root.appendingPathComponent("metadata.lock") }
     /// The folder for downloads in progress.
     public var partialFolder: URL { root.appendingPathComponent("partial", isDirectory: true) }
+    /// The settings (`config.json`).
+    var settingsFile: URL { root.appendingPathComponent("config.json") }
+    /// The last successful sync of each source (`sync.json`).
+    var syncStateFile: URL { root.appendingPathComponent("sync.json") }
+    /// The lock file guarding settings and sync-state updates (named for the previous version's
+    /// index, which it guarded first; an import takes it too).
+    var settingsLockFile: URL { root.appendingPathComponent("metadata.lock") }
+    /// The previous version's index snapshot, imported once.
+    var legacyIndexFile: URL { root.appendingPathComponent("metadata.json") }
+    /// The previous version's index journal, imported with the snapshot.
+    var legacyJournalFile: URL { root.appendingPathComponent("metadata.journal") }
+    /// Where a running `bookcache serve` says it listens.
+    package var serviceInfoFile: URL { root.appendingPathComponent("service.json") }
+    /// The API token of `bookcache serve`.
+    package var serviceTokenFile: URL { root.appendingPathComponent("service.token") }
+
+    /// A cover's partial file while it downloads.
+    func partialCoverFile(for id: BookID) -> URL {
+        partialFolder.appendingPathComponent("\(id).cover.part")
+    }
+
+    /// A cover's path relative to the root, such as `ebooks/123.cover.jpg`.
+    func relativeCoverPath(for id: BookID, extension ext: String) -> String {
+        "\(id.type.folderName)/\(id.bookId).cover.\(ext)"
+    }
 
     /// The folder for a type of book.
     public func folder(for type: BookType) -> URL {

@@ -13,7 +13,7 @@ struct SyncState: Codable, Sendable {
 struct SyncStateStore: Sendable {
     let layout: CacheLayout
 
-    var file: URL { layout.root.appendingPathComponent("sync.json") }
+    var file: URL { layout.syncStateFile }
 
     func read() throws(BookCacheError) -> SyncState {
         guard FileManager.default.fileExists(atPath: file.path) else { return SyncState() }
@@ -28,7 +28,7 @@ struct SyncStateStore: Sendable {
         do {
             // (The closure returns a value: a typed-throws closure returning Void crashes Swift 6.3's
             // LifetimeDependenceDiagnostics pass when it is reabstracted.)
-            _ = try FileLock(url: layout.indexLockFile).withLock { () throws -> Bool in
+            _ = try FileLock(url: layout.settingsLockFile).withLock { () throws -> Bool in
                 var state = try read()
                 state.sources[key] = SyncState.Source(lastSuccess: date)
                 do {
