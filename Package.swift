@@ -9,7 +9,7 @@ let package = Package(
     products: [
         .library(name: "DownloadQueue", targets: ["DownloadQueue"]),
         .library(name: "BookCache", targets: ["BookCache"]),
-        .library(name: "BookCacheService", targets: ["BookCacheService"]),
+        .library(name: "BookCacheHTTP", targets: ["BookCacheHTTP"]),
         .executable(name: "bookcache", targets: ["bookcache-cli"]),
     ],
     dependencies: [
@@ -73,7 +73,7 @@ let package = Package(
         ),
         // The HTTP API and web page of `bookcache serve`, over the library's DownloadService.
         .target(
-            name: "BookCacheService",
+            name: "BookCacheHTTP",
             dependencies: [
                 "BookCache",
                 "DownloadQueue",
@@ -91,7 +91,7 @@ let package = Package(
             dependencies: [
                 "BookCache",
                 "DownloadQueue",
-                "BookCacheService",
+                "BookCacheHTTP",
                 "CBookCacheShims",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -135,9 +135,9 @@ let package = Package(
             dependencies: ["BookCache", "DownloadQueue", "BookCacheTestSupport", .product(name: "Logging", package: "swift-log")]
         ),
         .testTarget(
-            name: "BookCacheServiceTests",
+            name: "BookCacheHTTPTests",
             dependencies: [
-                "BookCacheService", "BookCache",
+                "BookCacheHTTP", "BookCache",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
             ]

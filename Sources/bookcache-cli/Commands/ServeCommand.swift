@@ -1,6 +1,6 @@
 import ArgumentParser
 import BookCache
-import BookCacheService
+import BookCacheHTTP
 import Foundation
 import Logging
 
@@ -96,7 +96,7 @@ struct ServeCommand: AsyncParsableCommand {
         // Twice as many jobs in flight as transfers: the manager's queue always has the next
         // one waiting, so a transfer starts the moment another ends.
         let service = DownloadService(manager: manager, configuration: .init(concurrency: concurrency * 2), logger: logger)
-        let server = ServiceServer(
+        let server = APIServer(
             service: service, access: access,
             options: .init(
                 host: host, port: port, maxConnections: connections, idleTimeout: .seconds(idleTimeout), maxEventStreams: maxEventStreams),

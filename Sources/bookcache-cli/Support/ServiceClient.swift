@@ -1,6 +1,6 @@
 import ArgumentParser
 import BookCache
-import BookCacheService
+import BookCacheHTTP
 import Foundation
 
 #if canImport(FoundationNetworking)

@@ -2,7 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 
-@testable import BookCacheService
+@testable import BookCacheHTTP
 
 /// Login links and sessions age by an injected clock: no test waits five minutes or a day.
 @Suite("ServiceAccess: login links and sessions expire")

@@ -10,7 +10,7 @@ import Synchronization
 
 /// `bookcache serve`: the HTTP API (`/api/v1`) and the web page (`/`) in front of a
 /// ``DownloadService``, which runs beside the server until SIGTERM or SIGINT.
-public struct ServiceServer: Sendable {
+public struct APIServer: Sendable {
     /// Where and how the server listens.
     public struct Options: Sendable {
         /// The address to listen on; loopback by default.
@@ -20,7 +20,7 @@ public struct ServiceServer: Sendable {
         /// The largest request body accepted, in bytes.
         public var maxBodyBytes: Int
         /// Connections open at once; more wait in the listen backlog until one closes. Keep it
-        /// below the open-file limit (``ServiceServer/raiseOpenFileLimit()``).
+        /// below the open-file limit (``APIServer/raiseOpenFileLimit()``).
         public var maxConnections: Int
         /// How long a connection may wait for a request's head to arrive whole — idle between
         /// requests, or sending it slowly — before it is closed.
@@ -301,7 +301,7 @@ public struct ServiceServer: Sendable {
     }
 }
 
-extension ServiceServer {
+extension APIServer {
     /// A request's body, at most `limit` bytes, arrived within `timeout`; `hint` says what to
     /// do with a larger one.
     /// - Throws: ``APITooLarge`` (413) for a larger body, ``APIRequestTimeout`` (408) for a slower

@@ -5,7 +5,7 @@ import NIOCore
 import Synchronization
 import Testing
 
-@testable import BookCacheService
+@testable import BookCacheHTTP
 
 /// The event fan-out's bounds, on its own mailboxes: a client that does not read is dropped
 /// and never holds more than its bound, one that reads gets everything, and the number of
