@@ -76,6 +76,8 @@ public final class TestHTTPServer: Sendable {
         var slowBodies: (chunk: Int, pause: TimeAmount)?
         var held: [EventLoopPromise<Void>] = []
         var arrivalWaiters: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
+        var closed = 0
+        var closeWaiters: [(id: UUID, count: Int, continuation: CheckedContinuation<Bool, Never>)] = []
         var basicAuth: (pathPrefix: String, authorization: String)?
     }
 
@@ -266,6 +268,40 @@ public final class TestHTTPServer: Sendable {
             }
             if ready { continuation.resume() }
         }
+    }
+
+    /// Waits until at least `count` connections in all have closed (by either side).
+    /// - Returns: `true` then; `false` when the waiting task was cancelled first (a test's time limit).
+    @discardableResult
+    public func waitForClosedConnections(count: Int) async -> Bool {
+        let id = UUID()
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+                let ready = state.withLock { state -> Bool? in
+                    if state.closed >= count { return true }
+                    if Task.isCancelled { return false }
+                    state.closeWaiters.append((id, count, continuation))
+                    return nil
+                }
+                if let ready { continuation.resume(returning: ready) }
+            }
+        } onCancel: {
+            let waiter = state.withLock { state -> CheckedContinuation<Bool, Never>? in
+                guard let index = state.closeWaiters.firstIndex(where: { $0.id == id }) else { return nil }
+                return state.closeWaiters.remove(at: index).continuation
+            }
+            waiter?.resume(returning: false)
+        }
+    }
+
+    fileprivate func connectionClosed() {
+        let ready = state.withLock { state -> [CheckedContinuation<Bool, Never>] in
+            state.closed += 1
+            let ready = state.closeWaiters.filter { state.closed >= $0.count }.map(\.continuation)
+            state.closeWaiters.removeAll { state.closed >= $0.count }
+            return ready
+        }
+        for continuation in ready { continuation.resume(returning: true) }
     }
 
     /// Logs a request and decides when it may be answered.
@@ -528,6 +564,11 @@ private final class RequestHandler: ChannelInboundHandler {
 
     init(server: TestHTTPServer) {
         self.server = server
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        server.connectionClosed()
+        context.fireChannelInactive()
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {

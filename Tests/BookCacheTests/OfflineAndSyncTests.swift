@@ -79,6 +79,27 @@ struct OfflineTests {
         }
     }
 
+    @Test(
+        "check cancels the body of a 200 it does not read: the connection closes at once, not after the idle timeout",
+        .timeLimit(.minutes(1)))
+    func checkCancelsUnreadBody() async throws {
+        try await withServerAndDirectory(files: ["alice.epub": alice]) { server, dir in
+            // An idle timeout far beyond the test's limit: only a cancelled body ends the transfer in time
+            let transport = CurlTransport(configuration: .init(idleReadTimeout: .seconds(3600)))
+            defer { transport.shutdown() }
+            let manager = BookCacheManager(
+                configuration: BookCacheConfiguration(rootDirectory: dir.path("cache"), storageReserveBytes: 0, retryPolicy: .none),
+                transport: transport)
+            _ = try await manager.download(try request(server, "alice.epub", id: "ebook-alice"))
+            // The server has a new copy, and ignores the validator: a 200 whose body stalls
+            server.setFile(pride, at: "alice.epub")
+            server.enqueueFault(.stall, for: "/alice.epub")
+            let results = try await manager.check()
+            #expect(results.map(\.state) == [.outdated])
+            #expect(await server.waitForClosedConnections(count: 1), "the stalled response's connection was not closed")
+        }
+    }
+
     @Test("refresh keeps the old copy readable until the new one is valid, then swaps it in")
     func refreshSwapsAtomically() async throws {
         try await withServerAndDirectory(files: ["alice.epub": alice]) { server, dir in

@@ -98,6 +98,9 @@ extension BookCacheManager {
         }
         do {
             let response = try await transport.send(TransportRequest(url: url, headers: headers))
+            // Only the head is wanted: a body (a 200 from a server that ignores the validator)
+            // is cancelled, not left to hold its connection until the idle timeout.
+            defer { response.body.cancel() }
             switch response.statusCode {
             case 304:
                 return FreshnessCheck(id: book.id, state: .fresh, detail: "not modified")
