@@ -90,15 +90,15 @@ public actor DownloadService {
 
     /// The cache it fills.
     public nonisolated let manager: BookCacheManager
-    private let configuration: Configuration
-    private let logger: Logger
-    private let now: @Sendable () -> Date
+    let configuration: Configuration
+    let logger: Logger
+    let now: @Sendable () -> Date
     private var openedStore: JobStore?
-    private let broadcast = Broadcast<ServiceEvent>()
-    private let wakeup = Wakeup()
+    let broadcast = Broadcast<ServiceEvent>()
+    let wakeup = Wakeup()
     /// Jobs running now, and whether each was cancelled by ``cancel(_:)``.
     private var running: [String: (task: Task<Void, Never>, cancelled: Bool)] = [:]
-    private var syncing: [String: Task<Void, Never>] = [:]
+    var syncing: [String: Task<Void, Never>] = [:]
     /// Live progress of running jobs (written from download callbacks, off the actor).
     private nonisolated let live = Mutex<[String: LiveProgress]>([:])
 
@@ -126,7 +126,7 @@ public actor DownloadService {
         self.now = now
     }
 
-    private func store() throws(BookCacheError) -> JobStore {
+    func store() throws(BookCacheError) -> JobStore {
         if let openedStore { return openedStore }
         let store = try JobStore(layout: manager.layout)
         openedStore = store
@@ -242,52 +242,6 @@ public actor DownloadService {
     /// Tells listeners a book was removed (by a caller that deleted it through the manager).
     public nonisolated func bookRemoved(_ id: String) {
         broadcast.yield(.book(id: id, cached: false))
-    }
-
-    // MARK: - Sources
-
-    /// Registers a source to sync on a schedule; its first run is due now.
-    /// - Parameters:
-    ///   - source: A manifest or OPDS feed URL, or a file path (not standard input).
-    ///   - keep: How many of its first books to keep cached (at least 1).
-    ///   - type: The type for books whose source does not say.
-    ///   - formats: The formats to take, most wanted first.
-    ///   - section: The section of a navigation feed to follow.
-    ///   - every: Seconds between runs; 4 hours by default, at least ``Configuration/minimumSourceInterval``.
-    /// - Returns: The registered source.
-    public func addSource(
-        _ source: String, keep: Int, type: BookType = .ebook, formats: [BookFormat] = [.epub, .pdf], section: String? = nil,
-        every: TimeInterval = 4 * 3600
-    ) throws(BookCacheError) -> ScheduledSource {
-        guard source != "-" else { throw .invalidArgument("a scheduled source cannot be standard input; give a URL or a file") }
-        _ = try SyncSource(parsing: source, standardInput: { Data() })
-        guard keep >= 1 else { throw .invalidArgument("keep must be at least 1") }
-        guard every >= configuration.minimumSourceInterval else {
-            throw .invalidArgument("a source runs at most every \(Int(configuration.minimumSourceInterval)) seconds")
-        }
-        guard !formats.isEmpty else { throw .invalidArgument("name at least one format") }
-        let scheduled = ScheduledSource(
-            id: Self.newID(), source: source, keep: keep, type: type, formats: formats, section: section, every: every, nextRunAt: now(),
-            lastRunAt: nil, lastResult: nil, lastRunSucceeded: nil)
-        try store().put(scheduled)
-        broadcast.yield(.source(id: scheduled.id, scheduled.redacted))
-        wakeup.signal()
-        return scheduled
-    }
-
-    /// Every scheduled source, soonest first, credentials redacted.
-    public func sources() throws(BookCacheError) -> [ScheduledSource] {
-        try store().sources().map(\.redacted)
-    }
-
-    /// Stops syncing a source (books it brought stay). - Returns: Whether there was one.
-    public func removeSource(_ id: String) throws(BookCacheError) -> Bool {
-        let removed = try store().removeSource(id)
-        if removed {
-            syncing[id]?.cancel()
-            broadcast.yield(.source(id: id, nil))
-        }
-        return removed
     }
 
     // MARK: - Running
@@ -451,130 +405,4 @@ public actor DownloadService {
         return job
     }
 
-    /// Starts the sources whose time has come. - Returns: When the next one is due.
-    private func startDueSources() throws(BookCacheError) -> Date? {
-        var next: Date?
-        let time = now()
-        for source in try store().sources() where syncing[source.id] == nil {
-            guard source.nextRunAt <= time else {
-                next = min(next ?? source.nextRunAt, source.nextRunAt)
-                continue
-            }
-            syncing[source.id] = Task { await self.runSource(source) }
-        }
-        return next
-    }
-
-    private func runSource(_ scheduled: ScheduledSource) async {
-        var scheduled = scheduled
-        logger.info("syncing a scheduled source", metadata: ["source": "\(scheduled.redacted.source)"])
-        do {
-            let source = try SyncSource(parsing: scheduled.source, standardInput: { Data() })
-            let report = try await manager.sync(
-                source, keep: scheduled.keep, type: scheduled.type, formats: scheduled.formats, section: scheduled.section, force: true)
-            scheduled.lastResult = report.summary
-            scheduled.lastRunSucceeded = report.isComplete
-        } catch {
-            scheduled.lastResult = error.message
-            scheduled.lastRunSucceeded = false
-        }
-        syncing[scheduled.id] = nil
-        scheduled.lastRunAt = now()
-        scheduled.nextRunAt = now().addingTimeInterval(scheduled.every)
-        do {
-            // Removed while it ran: stays removed.
-            if try store().sources().contains(where: { $0.id == scheduled.id }) {
-                try store().put(scheduled)
-                broadcast.yield(.source(id: scheduled.id, scheduled.redacted))
-            }
-        } catch {
-            logger.error("cannot record a sync's outcome", metadata: ["source": "\(scheduled.id)", "error": "\(error)"])
-        }
-        wakeup.signal()
-    }
-
-    // MARK: - Parsing
-
-    private static func newID() -> String {
-        let value = UInt64.random(in: 0...UInt64.max)
-        let hex = String(value, radix: 16)
-        return String(repeating: "0", count: 16 - hex.count) + hex
-    }
-
-    private static func request(fromEntry entry: String) throws(BookCacheError) -> BookDownloadRequest {
-        let result = ManifestParser().parse(Data(entry.utf8))
-        guard let first = result.entries.first else {
-            throw .invalidArgument(result.problems.first?.message ?? "the job's manifest line is empty")
-        }
-        do {
-            return try first.request(defaultType: .ebook)
-        } catch {
-            throw .invalidArgument(error.message)
-        }
-    }
-
-    /// Checks a submission: each element becomes a manifest line, its request and its priority.
-    static func parseSubmission(_ body: Data, limit: Int) throws(SubmissionError) -> [(BookDownloadRequest, String, DownloadPriority)] {
-        let decoded: Any
-        do {
-            decoded = try JSONSerialization.jsonObject(with: body)
-        } catch {
-            throw SubmissionError(problems: [], message: "the body is not JSON: send an object or an array of objects")
-        }
-        let elements: [Any]
-        if let array = decoded as? [Any] {
-            elements = array
-        } else if decoded is [String: Any] {
-            elements = [decoded]
-        } else {
-            throw SubmissionError(problems: [], message: "send a job object or an array of them")
-        }
-        guard !elements.isEmpty else { throw SubmissionError(problems: [], message: "the array is empty") }
-        guard elements.count <= limit else {
-            throw SubmissionError(problems: [], message: "at most \(limit) jobs per request; send the rest in another")
-        }
-        var accepted: [(BookDownloadRequest, String, DownloadPriority)] = []
-        var problems: [SubmissionError.Problem] = []
-        for (index, element) in elements.enumerated() {
-            guard var object = element as? [String: Any] else {
-                problems.append(.init(index: index, reason: "not an object"))
-                continue
-            }
-            var priority = DownloadPriority.normal
-            if let given = object.removeValue(forKey: "priority") {
-                switch given as? String {
-                case "low": priority = .low
-                case "normal": priority = .normal
-                case "high": priority = .high
-                default:
-                    problems.append(.init(index: index, reason: "priority must be \"low\", \"normal\" or \"high\""))
-                    continue
-                }
-            }
-            let unknown = Set(object.keys).subtracting(ManifestParser.knownKeys).sorted()
-            guard unknown.isEmpty else {
-                problems.append(
-                    .init(
-                        index: index,
-                        reason: "unknown field\(unknown.count == 1 ? "" : "s") \(unknown.map { "'\($0)'" }.joined(separator: ", "))"))
-                continue
-            }
-            guard let line = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) else {
-                problems.append(.init(index: index, reason: "cannot be read as a manifest line"))
-                continue
-            }
-            let parsed = ManifestParser().parse(line)
-            guard let entry = parsed.entries.first else {
-                problems.append(.init(index: index, reason: parsed.problems.first?.message ?? "not a manifest line"))
-                continue
-            }
-            do {
-                accepted.append((try entry.request(defaultType: .ebook), String(decoding: line, as: UTF8.self), priority))
-            } catch {
-                problems.append(.init(index: index, reason: error.message))
-            }
-        }
-        guard problems.isEmpty else { throw SubmissionError(problems: problems, message: "") }
-        return accepted
-    }
 }

@@ -1,0 +1,160 @@
+import CCurl
+import Foundation
+import Synchronization
+
+/// One transfer: its easy handle (touched only on the driver thread) and the state its caller reads.
+// Unchecked: the easy handle is touched on the driver thread only; what callers read is behind `state`'s Mutex.
+final class CurlTransfer: @unchecked Sendable {
+    struct Head: Sendable {
+        var status: Int
+        var headers: [(name: String, value: String)]
+        var url: URL
+    }
+
+    private struct State {
+        var head: CheckedContinuation<Head, any Error>?
+        var headers: [(name: String, value: String)] = []
+        var buffered: [[UInt8]] = []
+        var bufferedBytes = 0
+        var paused = false
+        var finished = false
+        var failure: (any Error)?
+        var reader: CheckedContinuation<[UInt8]?, any Error>?
+    }
+
+    let url: URL
+    let requestHeaders: [(name: String, value: String)]
+    let credentials: HTTPCredentials?
+    let configuration: CurlTransport.Configuration
+    // Set and used on the driver thread only.
+    var handle: UnsafeMutableRawPointer?
+    var headerList: UnsafeMutablePointer<curl_slist>?
+    private let state = Mutex(State())
+
+    /// A body read slower than it arrives pauses the transfer past this many buffered bytes.
+    static let pauseAbove = 4 << 20
+
+    init(url: URL, headers: [(name: String, value: String)], credentials: HTTPCredentials?, configuration: CurlTransport.Configuration) {
+        self.url = url
+        self.requestHeaders = headers
+        self.credentials = credentials
+        self.configuration = configuration
+    }
+
+    func start(head: CheckedContinuation<Head, any Error>) {
+        state.withLock { $0.head = head }
+    }
+
+    // MARK: Driver thread
+
+    /// A header line of some response; a status line starts a new response (after a redirect
+    /// or a `401` answered with a login), so only the last response's headers are kept.
+    func received(headerLine: String) {
+        let line = headerLine.trimmingCharacters(in: .whitespacesAndNewlines)
+        state.withLock { state in
+            if line.hasPrefix("HTTP/") {
+                state.headers = []
+            } else if let colon = line.firstIndex(of: ":") {
+                let name = String(line[..<colon]).trimmingCharacters(in: .whitespaces)
+                let value = String(line[line.index(after: colon)...]).trimmingCharacters(in: .whitespaces)
+                state.headers.append((name, value))
+            }
+        }
+    }
+
+    /// Body bytes. Returns `false` when the transfer must pause (the bytes are then not taken:
+    /// libcurl hands them over again once it is unpaused). `head` reads the response's status
+    /// and URL; it is called for the first bytes only.
+    func received(body bytes: UnsafeRawBufferPointer, head readHead: () -> (status: Int, url: URL?)) -> Bool {
+        // The bytes are copied once: to the waiting reader, or into the buffer.
+        let (head, reader, buffer, accepted):
+            (CheckedContinuation<Head, any Error>?, CheckedContinuation<[UInt8]?, any Error>?, [UInt8]?, Bool) =
+                state.withLock { state in
+                    let head = state.head
+                    state.head = nil
+                    if state.reader == nil && state.bufferedBytes >= Self.pauseAbove {
+                        state.paused = true
+                        return (head, nil, nil, false)
+                    }
+                    let buffer = [UInt8](bytes)
+                    if let reader = state.reader {
+                        state.reader = nil
+                        return (head, reader, buffer, true)
+                    }
+                    state.buffered.append(buffer)
+                    state.bufferedBytes += buffer.count
+                    return (head, nil, nil, true)
+                }
+        if let head {
+            let info = readHead()
+            head.resume(returning: makeHead(status: info.status, effectiveURL: info.url))
+        }
+        if let reader, let buffer { reader.resume(returning: buffer) }
+        return accepted
+    }
+
+    /// The transfer ended: `error` is nil on success.
+    func finished(status: Int, effectiveURL: URL?, error: DownloadError?) {
+        let (head, reader): (CheckedContinuation<Head, any Error>?, CheckedContinuation<[UInt8]?, any Error>?) = state.withLock { state in
+            state.finished = true
+            state.failure = error
+            let head = state.head
+            state.head = nil
+            let reader = state.buffered.isEmpty ? state.reader : nil
+            if reader != nil { state.reader = nil }
+            return (head, reader)
+        }
+        if let head {
+            if let error {
+                head.resume(throwing: error)
+            } else {
+                head.resume(returning: makeHead(status: status, effectiveURL: effectiveURL))
+            }
+        }
+        if let reader {
+            if let error { reader.resume(throwing: error) } else { reader.resume(returning: nil) }
+        }
+    }
+
+    private func makeHead(status: Int, effectiveURL: URL?) -> Head {
+        Head(status: status, headers: state.withLock { $0.headers }, url: effectiveURL ?? url)
+    }
+
+    func resumeIfPaused() -> Bool {
+        state.withLock { state in
+            guard state.paused else { return false }
+            state.paused = false
+            return true
+        }
+    }
+
+    // MARK: Reader
+
+    func nextBuffer(unpause: @Sendable () -> Void) async throws -> [UInt8]? {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<[UInt8]?, any Error>) in
+            enum Action {
+                case give([UInt8]?)
+                case fail(any Error)
+                case wait(unpause: Bool)
+            }
+            let action: Action = state.withLock { state in
+                if !state.buffered.isEmpty {
+                    let buffer = state.buffered.removeFirst()
+                    state.bufferedBytes -= buffer.count
+                    return .give(buffer)
+                }
+                if state.finished {
+                    if let failure = state.failure { return .fail(failure) }
+                    return .give(nil)
+                }
+                state.reader = continuation
+                return .wait(unpause: state.paused)
+            }
+            switch action {
+            case .give(let buffer): continuation.resume(returning: buffer)
+            case .fail(let error): continuation.resume(throwing: error)
+            case .wait(let paused): if paused { unpause() }
+            }
+        }
+    }
+}
