@@ -12,13 +12,12 @@ final class CurlTransfer: @unchecked Sendable {
     }
 
     private struct State {
-        var head: CheckedContinuation<Head, any Error>?
+        /// What to do next, decided without I/O (see ``CurlTransferState``).
+        var machine = CurlTransferState(pauseAbove: CurlTransfer.pauseAbove)
         var headers: [(name: String, value: String)] = []
-        var buffered: [[UInt8]] = []
-        var bufferedBytes = 0
-        var paused = false
-        var finished = false
-        var failure: (any Error)?
+        var failure: DownloadError?
+        // The continuations the machine says to resume; set while it says someone waits.
+        var head: CheckedContinuation<Head, any Error>?
         var reader: CheckedContinuation<[UInt8]?, any Error>?
     }
 
@@ -42,7 +41,10 @@ final class CurlTransfer: @unchecked Sendable {
     }
 
     func start(head: CheckedContinuation<Head, any Error>) {
-        state.withLock { $0.head = head }
+        state.withLock { state in
+            state.head = head
+            state.machine.headRequested()
+        }
     }
 
     // MARK: Driver thread
@@ -70,20 +72,17 @@ final class CurlTransfer: @unchecked Sendable {
         let (head, reader, buffer, accepted):
             (CheckedContinuation<Head, any Error>?, CheckedContinuation<[UInt8]?, any Error>?, [UInt8]?, Bool) =
                 state.withLock { state in
-                    let head = state.head
-                    state.head = nil
-                    if state.reader == nil && state.bufferedBytes >= Self.pauseAbove {
-                        state.paused = true
+                    let (deliverHead, arrival) = state.machine.bodyArrived(count: bytes.count)
+                    let head = deliverHead ? state.head.take() : nil
+                    switch arrival {
+                    case .pause:
                         return (head, nil, nil, false)
+                    case .toReader:
+                        return (head, state.reader.take(), [UInt8](bytes), true)
+                    case .buffer:
+                        state.machine.buffer([UInt8](bytes))
+                        return (head, nil, nil, true)
                     }
-                    let buffer = [UInt8](bytes)
-                    if let reader = state.reader {
-                        state.reader = nil
-                        return (head, reader, buffer, true)
-                    }
-                    state.buffered.append(buffer)
-                    state.bufferedBytes += buffer.count
-                    return (head, nil, nil, true)
                 }
         if let head {
             let info = readHead()
@@ -96,13 +95,9 @@ final class CurlTransfer: @unchecked Sendable {
     /// The transfer ended: `error` is nil on success.
     func finished(status: Int, effectiveURL: URL?, error: DownloadError?) {
         let (head, reader): (CheckedContinuation<Head, any Error>?, CheckedContinuation<[UInt8]?, any Error>?) = state.withLock { state in
-            state.finished = true
             state.failure = error
-            let head = state.head
-            state.head = nil
-            let reader = state.buffered.isEmpty ? state.reader : nil
-            if reader != nil { state.reader = nil }
-            return (head, reader)
+            let (deliverHead, endReader) = state.machine.finished(error.map { .failure($0.kind) } ?? .success)
+            return (deliverHead ? state.head.take() : nil, endReader ? state.reader.take() : nil)
         }
         if let head {
             if let error {
@@ -121,11 +116,7 @@ final class CurlTransfer: @unchecked Sendable {
     }
 
     func resumeIfPaused() -> Bool {
-        state.withLock { state in
-            guard state.paused else { return false }
-            state.paused = false
-            return true
-        }
+        state.withLock { $0.machine.unpause() }
     }
 
     // MARK: Reader
@@ -138,17 +129,14 @@ final class CurlTransfer: @unchecked Sendable {
                 case wait(unpause: Bool)
             }
             let action: Action = state.withLock { state in
-                if !state.buffered.isEmpty {
-                    let buffer = state.buffered.removeFirst()
-                    state.bufferedBytes -= buffer.count
-                    return .give(buffer)
+                switch state.machine.read() {
+                case .give(let buffer): return .give(buffer)
+                case .end: return .give(nil)
+                case .fail: return .fail(state.failure ?? DownloadError(kind: .transport, url: url))
+                case .wait(let unpause):
+                    state.reader = continuation
+                    return .wait(unpause: unpause)
                 }
-                if state.finished {
-                    if let failure = state.failure { return .fail(failure) }
-                    return .give(nil)
-                }
-                state.reader = continuation
-                return .wait(unpause: state.paused)
             }
             switch action {
             case .give(let buffer): continuation.resume(returning: buffer)

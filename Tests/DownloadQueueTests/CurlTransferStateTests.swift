@@ -1,0 +1,97 @@
+import Testing
+
+@testable import DownloadQueue
+
+/// Every order of events of one transfer, without libcurl: what the state machine tells the
+/// transfer to do.
+@Suite("CurlTransferState")
+struct CurlTransferStateTests {
+    @Test("bytes before the reader are buffered and read in order, then the end; the head goes with the first bytes, once")
+    func bufferThenRead() {
+        var state = CurlTransferState(pauseAbove: 100)
+        state.headRequested()
+        let r1 = state.bodyArrived(count: 3)
+        #expect(r1 == (true, .buffer))
+        state.buffer([1, 2, 3])
+        let r2 = state.bodyArrived(count: 2)
+        #expect(r2 == (false, .buffer), "the head is delivered once")
+        state.buffer([4, 5])
+        #expect(state.bufferedBytes == 5)
+        let r3 = state.finished(.success)
+        #expect(r3 == (false, false), "bytes are left: the reader is not ended yet")
+        let r4 = state.read()
+        #expect(r4 == .give([1, 2, 3]))
+        let r5 = state.read()
+        #expect(r5 == .give([4, 5]))
+        let r6 = state.read()
+        #expect(r6 == .end)
+        let r7 = state.read()
+        #expect(r7 == .end, "and stays ended")
+    }
+
+    @Test("a waiting reader is handed the bytes directly; the next read waits")
+    func readerWaiting() {
+        var state = CurlTransferState(pauseAbove: 100)
+        let r8 = state.read()
+        #expect(r8 == .wait(unpause: false))
+        #expect(state.readerWaiting)
+        let r9 = state.bodyArrived(count: 4)
+        #expect(r9 == (false, .toReader))
+        #expect(!state.readerWaiting)
+        let r10 = state.read()
+        #expect(r10 == .wait(unpause: false))
+    }
+
+    @Test("nobody reads: past the bound the transfer pauses; the reader that comes unpauses it, once")
+    func pauseAndUnpause() {
+        var state = CurlTransferState(pauseAbove: 4)
+        let r11 = state.bodyArrived(count: 4)
+        #expect(r11 == (false, .buffer))
+        state.buffer([0, 0, 0, 0])
+        let r12 = state.bodyArrived(count: 4)
+        #expect(r12 == (false, .pause), "4 bytes wait: the next are not taken")
+        #expect(state.paused)
+        let r13 = state.read()
+        #expect(r13 == .give([0, 0, 0, 0]))
+        let r14 = state.read()
+        #expect(r14 == .wait(unpause: true), "empty and paused: unpause, then wait")
+        let r15 = state.unpause()
+        #expect(r15)
+        let r16 = state.unpause()
+        #expect(!r16, "only once")
+        let r17 = state.bodyArrived(count: 4)
+        #expect(r17 == (false, .toReader), "the bytes handed over again go to the reader")
+    }
+
+    @Test("a failure: a waiting head is failed; what was buffered is read first, then the failure")
+    func failure() {
+        var state = CurlTransferState(pauseAbove: 100)
+        state.headRequested()
+        let r18 = state.finished(.failure(.connectionFailed))
+        #expect(r18 == (true, false), "no body: the head waiter gets the failure")
+        var other = CurlTransferState(pauseAbove: 100)
+        let r19 = other.bodyArrived(count: 1)
+        #expect(r19 == (false, .buffer))
+        other.buffer([9])
+        let r20 = other.finished(.failure(.bodyCutShort))
+        #expect(r20 == (false, false))
+        let r21 = other.read()
+        #expect(r21 == .give([9]))
+        let r22 = other.read()
+        #expect(r22 == .fail)
+    }
+
+    @Test("a reader waiting when the transfer ends is ended at once; a transfer with no body delivers its head at the end")
+    func endWhileWaiting() {
+        var state = CurlTransferState(pauseAbove: 100)
+        state.headRequested()
+        let r23 = state.finished(.success)
+        #expect(r23 == (true, false), "a 304: the head at the end")
+        var waiting = CurlTransferState(pauseAbove: 100)
+        let r24 = waiting.read()
+        #expect(r24 == .wait(unpause: false))
+        let r25 = waiting.finished(.success)
+        #expect(r25 == (false, true))
+        #expect(!waiting.readerWaiting)
+    }
+}
