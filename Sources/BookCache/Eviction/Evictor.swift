@@ -2,8 +2,8 @@ import Foundation
 import Logging
 
 /// Keeps the cache within its limits: makes room on the disk before a download writes, enforces
-/// the budget and count when a book is published, and prunes on request. Every decision and removal happens under the
-/// index lock, so two processes never evict the same book twice or race a download.
+/// the budget and count when a book is published, and prunes on request. Every decision and removal happens inside
+/// an index transaction (SQLite's write lock), so two processes never evict the same book twice or race a download.
 struct Evictor: Sendable {
     let layout: CacheLayout
     let store: IndexStore
@@ -141,7 +141,7 @@ struct Evictor: Sendable {
     }
 
     /// Removes books' files, sidecars and covers, then their records, and tells
-    /// ``BookCacheManager/evictions()``. Called under the lock.
+    /// ``BookCacheManager/evictions()``. Called inside the index transaction.
     /// - Returns: What was removed, in order.
     @discardableResult
     func remove(

@@ -20,7 +20,7 @@ extension BookCacheManager {
         try settingsStore.read()
     }
 
-    /// Changes the settings kept with the cache, atomically and under the index lock.
+    /// Changes the settings kept with the cache, atomically and under the settings lock (`metadata.lock`).
     /// - Parameter change: Edits the settings.
     /// - Returns: The settings as saved.
     @discardableResult

@@ -172,7 +172,7 @@ public actor BookCacheManager {
     var validationLimits: ValidationLimits { configuration.validationLimits }
     func now() -> Date { configuration.now() }
 
-    /// Changes one record under the index lock.
+    /// Changes one record in one index transaction.
     /// - Returns: Whether the book was in the index.
     @discardableResult
     func updateRecord(_ id: BookID, _ change: (inout CachedBookMetadata) -> Void) throws(BookCacheError) -> Bool {
@@ -188,7 +188,7 @@ public actor BookCacheManager {
     }
 
     /// Rewrites a book's sidecar after its record changed (a pin, an access, a sync source), so an
-    /// index rebuilt from sidecars keeps it. Called under the index lock, so the two agree. A
+    /// index rebuilt from sidecars keeps it. Called inside the index transaction, so the two agree. A
     /// failure is logged, not thrown: the index, the primary copy, already holds the change.
     func updateSidecar(_ record: CachedBookMetadata) {
         do {

@@ -5,14 +5,16 @@ import Foundation
 /// ``CurlTransport`` (libcurl) is the live implementation. A transport sends one `GET`,
 /// follows redirects, and hands back the final response head with a streaming body. It does
 /// not retry, does not decompress, and does not interpret status codes: that is the
-/// the downloader's job, so every transport behaves the same.
+/// downloader's job, so every transport behaves the same.
 public protocol HTTPTransport: Sendable {
     /// Sends a request and returns the response head once it has arrived.
     ///
     /// - Parameter request: What to fetch, with any extra headers (such as `Range`).
     /// - Returns: The final response (after redirects) whose body is read by iterating it.
-    /// - Throws: ``DownloadError`` with kind ``DownloadError/Kind/connectionFailed`` when no
-    ///   connection could be made, or ``DownloadError/Kind/transport`` for any other failure.
+    /// - Throws: ``DownloadError`` of the kind that says what failed: ``DownloadError/Kind/connectionFailed``
+    ///   when no connection could be made, ``DownloadError/Kind/timedOut``, ``DownloadError/Kind/untrustedServer``,
+    ///   ``DownloadError/Kind/invalidRequest`` for a header that cannot be sent, ``DownloadError/Kind/transport``
+    ///   for any other failure.
     func send(_ request: TransportRequest) async throws -> TransportResponse
 }
 
