@@ -20,10 +20,7 @@ package final class DownloadSlot: Sendable {
 
     private struct State {
         var retries: RetryStateMachine
-        /// Whether this job holds one of the queue's slots now.
-        var held = false
-        /// Whether the job was admitted (false when it was cancelled while waiting).
-        var admitted = false
+        var slot = SlotState()
     }
 
     init(
@@ -97,12 +94,10 @@ package final class DownloadSlot: Sendable {
     func waitForAdmission() async {
         do {
             try await queue.waitForSlot(id)
-            state.withLock {
-                $0.held = true
-                $0.admitted = true
-            }
+            state.withLock { $0.slot.admitted() }
         } catch {
             // Cancelled while waiting: the slot was never given.
+            state.withLock { $0.slot.notAdmitted() }
         }
     }
 
@@ -116,24 +111,24 @@ package final class DownloadSlot: Sendable {
 
     /// Takes the slot again for a retry; the first attempt has it from admission.
     private func holdSlot() async throws(DownloadError) {
-        let (held, admitted) = state.withLock { ($0.held, $0.admitted) }
-        if held { return }
-        guard admitted, !Task.isCancelled else { throw finish(DownloadError(kind: .cancelled, url: request.url)) }
-        await queue.lineAgain(self)
-        do {
-            try await queue.waitForSlot(id)
-        } catch {
+        switch state.withLock({ $0.slot.hold(cancelled: Task.isCancelled) }) {
+        case .alreadyHeld:
+            return
+        case .cancelled:
             throw finish(DownloadError(kind: .cancelled, url: request.url))
+        case .lineAgain:
+            await queue.lineAgain(self)
+            do {
+                try await queue.waitForSlot(id)
+            } catch {
+                throw finish(DownloadError(kind: .cancelled, url: request.url))
+            }
+            state.withLock { $0.slot.admitted() }
         }
-        state.withLock { $0.held = true }
     }
 
     private func giveUpSlot() async {
-        let wasHeld = state.withLock { state in
-            defer { state.held = false }
-            return state.held
-        }
-        if wasHeld { await queue.releaseSlot() }
+        if state.withLock({ $0.slot.giveUp() }) { await queue.releaseSlot() }
     }
 
     /// After a failed attempt: waits out the retry delay (the slot given up meanwhile) and
@@ -170,5 +165,58 @@ package final class DownloadSlot: Sendable {
     private func finish(_ error: DownloadError) -> DownloadError {
         emit(.finished(id, .failure(error)))
         return error
+    }
+}
+
+/// Where a job stands with the queue's slots, and what taking or giving one up means: a value
+/// type with no I/O, tested on its own.
+struct SlotState: Equatable {
+    enum Phase: Equatable {
+        /// In line, not admitted yet.
+        case waiting
+        /// Holds one of the queue's slots.
+        case holding
+        /// Was admitted and gave its slot up (waiting out a retry, or done).
+        case released
+        /// Cancelled while in line: no slot was ever given.
+        case neverAdmitted
+    }
+
+    /// What taking the slot for an attempt means.
+    enum Hold: Equatable {
+        /// The slot is held already (the first attempt has it from admission).
+        case alreadyHeld
+        /// Get in line again and wait for a slot.
+        case lineAgain
+        /// Do not: the job was never admitted, or is cancelled.
+        case cancelled
+    }
+
+    private(set) var phase = Phase.waiting
+
+    /// The queue gave the job a slot (at admission, or again for a retry).
+    mutating func admitted() {
+        phase = .holding
+    }
+
+    /// The job was cancelled while in line.
+    mutating func notAdmitted() {
+        if phase == .waiting { phase = .neverAdmitted }
+    }
+
+    /// An attempt is about to start.
+    func hold(cancelled: Bool) -> Hold {
+        switch phase {
+        case .holding: .alreadyHeld
+        case .waiting, .neverAdmitted: .cancelled
+        case .released: cancelled ? .cancelled : .lineAgain
+        }
+    }
+
+    /// Gives the slot up; `true` when one was held (and must be released to the queue).
+    mutating func giveUp() -> Bool {
+        guard phase == .holding else { return false }
+        phase = .released
+        return true
     }
 }

@@ -95,3 +95,33 @@ struct CurlTransferStateTests {
         #expect(!waiting.readerWaiting)
     }
 }
+
+/// A job's standing with the queue's slots, without a queue.
+@Suite("SlotState")
+struct SlotStateTests {
+    @Test("admitted: the first attempt holds the slot; giving it up releases once; a retry gets in line again")
+    func lifecycle() {
+        var slot = SlotState()
+        slot.admitted()
+        #expect(slot.hold(cancelled: false) == .alreadyHeld)
+        #expect(slot.hold(cancelled: true) == .alreadyHeld, "a held slot is used even by a cancelled job's last step")
+        let first = slot.giveUp()
+        let second = slot.giveUp()
+        #expect(first && !second, "released to the queue once")
+        #expect(slot.hold(cancelled: false) == .lineAgain)
+        #expect(slot.hold(cancelled: true) == .cancelled)
+        slot.admitted()
+        #expect(slot.phase == .holding)
+    }
+
+    @Test("cancelled in line: never admitted, nothing to give up, no attempt")
+    func neverAdmitted() {
+        var slot = SlotState()
+        #expect(slot.hold(cancelled: false) == .cancelled, "not admitted yet")
+        slot.notAdmitted()
+        #expect(slot.phase == .neverAdmitted)
+        let released = slot.giveUp()
+        #expect(!released)
+        #expect(slot.hold(cancelled: false) == .cancelled)
+    }
+}
