@@ -62,7 +62,8 @@ package enum BookListJSON {
     /// `.sortedKeys`) to a buffer of its own; `flush()` hands it to the sink.
     /// (Appending to an `[UInt8]` a few bytes at a time was a third of the time at a million books.)
     // Not private: the release build of a client module referred to its type metadata (through
-    // the public ~Copyable Writer) and failed to link while it was.
+    // the ~Copyable Writer) and failed to link while it was (tried again when BookListJSON became
+    // `package`: it still fails).
     @usableFromInline struct JSONWriter: ~Copyable {
         private var storage = UnsafeMutablePointer<UInt8>.allocate(capacity: 1 << 21)
         private var capacity = 1 << 21
