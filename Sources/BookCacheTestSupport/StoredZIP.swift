@@ -1,7 +1,7 @@
 import CBookCacheShims
 import Foundation
 
-/// zlib's CRC-32 of `bytes`: the reference the tests compare block CRC-32s against.
+/// zlib's CRC-32 of `bytes`, for the stored ZIPs the tests build.
 public func zlibCRC32<C: Collection<UInt8>>(_ bytes: C) -> UInt32 {
     Array(bytes).withUnsafeBytes { bookcache_crc32(0, $0.baseAddress, UInt64($0.count)) }
 }

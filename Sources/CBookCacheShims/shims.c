@@ -62,10 +62,6 @@ unsigned int bookcache_crc32(unsigned int crc, const void *bytes, unsigned long 
     return crc;
 }
 
-unsigned int bookcache_crc32_combine(unsigned int first, unsigned int second, long long secondLength) {
-    return (unsigned int)crc32_combine(first, second, (z_off_t)secondLength);
-}
-
 #include <openssl/evp.h>
 
 void *bookcache_sha256_new(void) {

@@ -97,8 +97,6 @@ struct DownloadContext: Sendable {
     private func job(for request: BookDownloadRequest, to partial: URL) -> DownloadRequest {
         var job = DownloadRequest(
             url: request.url, destination: partial.path, priority: request.priority, maxBytes: configuration.maxBookBytes, resume: true)
-        // Large stored entries are then checked from CRC-32s computed on the way in.
-        job.computesBlockCRC32 = true
         job.credentials = request.credentials
         job.headers = request.headers
         if request.failFastWhenOffline {
@@ -152,8 +150,7 @@ struct DownloadContext: Sendable {
         }
         let validation: ValidationReport
         do {
-            validation = try BookValidator(limits: configuration.validationLimits, strict: strict).check(
-                path: partial.path, blockCRC32: file.blockCRC32)
+            validation = try BookValidator(limits: configuration.validationLimits, strict: strict).check(path: partial.path)
         } catch {
             logger.notice("refused an invalid download", metadata: ["id": "\(id)", "reason": "\(error.reason)"])
             throw .fileCorrupted(id, reason: error.reason, refusal: error.kind)

@@ -28,16 +28,10 @@ public struct BookValidator: Sendable {
     ///   is then a refusal).
     /// - Throws: ``ValidationFailure`` naming what is wrong.
     public func check(path: String) throws(ValidationFailure) -> ValidationReport {
-        try check(path: path, blockCRC32: nil)
-    }
-
-    /// ``check(path:)`` with the CRC-32s of the file's blocks, computed while it downloaded:
-    /// large stored EPUB entries they vouch for are then not read again.
-    package func check(path: String, blockCRC32: BlockCRC32?) throws(ValidationFailure) -> ValidationReport {
         let format = try Self.detectFormat(path: path)
         let warnings: [String]
         switch format {
-        case .epub: warnings = try EPUBValidator(limits: limits).validate(path: path, blockCRC32: blockCRC32)
+        case .epub: warnings = try EPUBValidator(limits: limits).validate(path: path)
         case .pdf: warnings = try PDFValidator().validate(path: path)
         }
         if strict, let first = warnings.first {
@@ -50,7 +44,7 @@ public struct BookValidator: Sendable {
     /// warnings.
     /// - Throws: ``ValidationFailure`` naming what is wrong.
     public func validate(path: String) throws(ValidationFailure) -> BookFormat {
-        try check(path: path, blockCRC32: nil).format
+        try check(path: path).format
     }
 
     /// The format shown by the first bytes of the file.

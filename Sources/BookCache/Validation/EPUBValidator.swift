@@ -28,20 +28,16 @@ import Foundation
 /// standard says (CP437), as readers read them.
 /// - Decompression is bounded by ``ValidationLimits``: a small file declaring gigabytes, or an
 ///   entry compressed beyond the allowed ratio, is refused before it is inflated.
-/// - A large stored entry (a magazine's images) whose CRC-32 the block CRC-32s computed during
-///   the download confirm is not read through again; anything else is.
 struct EPUBValidator {
     static let mimetype = "application/epub+zip"
     static let containerPath = "META-INF/container.xml"
 
     let limits: ValidationLimits
 
-    /// - Parameters:
-    ///   - path: The file.
-    ///   - blockCRC32: CRC-32s of the file's blocks computed while it downloaded, if any.
+    /// - Parameter path: The file.
     /// - Returns: The packaging rules the book breaks, as warnings: the `mimetype` rules, and
     ///   names not stored as UTF-8.
-    func validate(path: String, blockCRC32: BlockCRC32? = nil) throws(ValidationFailure) -> [String] {
+    func validate(path: String) throws(ValidationFailure) -> [String] {
         var openError: Int32 = 0
         guard let archive = zip_open(path, ZIP_CHECKCONS | ZIP_RDONLY, &openError) else {
             if openError == ZIP_ER_EXISTS {
@@ -92,7 +88,6 @@ struct EPUBValidator {
                 "the entry name '\(legacy.name.debugEscaped)' is not stored as UTF-8 (read as the ZIP standard's CP437); EPUB packaging asks for UTF-8 names"
             )
         }
-        let confirmed = blockCRC32.map { storedEntriesConfirmed(by: $0, path: path, entries: entries) } ?? []
         // Entries are looked up by name as the ZIP standard reads it (UTF-8 when flagged or valid,
         // else CP437, as libzip converts it), compared byte for byte: no Unicode normalisation.
         var indexByName: [[UInt8]: UInt64] = [:]
@@ -146,7 +141,7 @@ struct EPUBValidator {
         var work: [(index: UInt64, entry: Entry)] = []
         for (position, entry) in entries.enumerated() {
             let index = UInt64(position)
-            if index != containerIndex, index != packageIndex, !confirmed.contains(index) { work.append((index, entry)) }
+            if index != containerIndex, index != packageIndex { work.append((index, entry)) }
         }
         try readThrough(work, archive: archive, path: path)
         return warnings
@@ -196,55 +191,6 @@ struct EPUBValidator {
         if let first = failures.compactMap({ $0 }).min(by: { $0.index < $1.index }) {
             throw first.failure
         }
-    }
-
-    /// Stored entries this large are checked from block CRC-32s when those are at hand.
-    static let blockCheckMinimumBytes: Int64 = 4 << 20
-
-    /// The indices of the entries `blocks` vouch for (see below), opening the archive itself.
-    func entriesConfirmed(path: String, by blocks: BlockCRC32) -> Set<UInt64> {
-        var openError: Int32 = 0
-        guard let archive = zip_open(path, ZIP_CHECKCONS | ZIP_RDONLY, &openError) else { return [] }
-        defer { zip_discard(archive) }
-        var entries: [Entry] = []
-        for index in 0..<UInt64(max(0, zip_get_num_entries(archive, 0))) {
-            guard let entry = try? stat(archive, index) else { return [] }
-            entries.append(entry)
-        }
-        return storedEntriesConfirmed(by: blocks, path: path, entries: entries)
-    }
-
-    /// The large stored entries whose CRC-32, computed from `blocks` and the file's bytes at the
-    /// entry's data offset, equals the one libzip read from the central directory: reading them
-    /// through libzip again would check exactly that, so they need not be.
-    private func storedEntriesConfirmed(by blocks: BlockCRC32, path: String, entries: [Entry]) -> Set<UInt64> {
-        var candidates: [(UInt64, Entry)] = []
-        for (position, entry) in entries.enumerated() {
-            let index = UInt64(position)
-            if entry.method == ZIP_CM_STORE, entry.compressedSize >= Self.blockCheckMinimumBytes, entry.compressedSize == entry.size,
-                entry.crc32 != nil
-            {
-                candidates.append((index, entry))
-            }
-        }
-        guard !candidates.isEmpty else { return [] }
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return [] }
-        defer { close(fd) }
-        guard let directory = ZIPDirectory(fd: fd, maxEntries: limits.maxEntries), directory.fileSize == blocks.length,
-            directory.entries.count == entries.count
-        else { return [] }
-        var confirmed: Set<UInt64> = []
-        for (index, entry) in candidates {
-            let listed = directory.entries[Int(index)]
-            // The same entry as libzip's, or the shortcut is not taken for it.
-            guard listed.name == Array(entry.name.utf8), listed.method == 0,
-                listed.crc32 == entry.crc32, listed.compressedSize == entry.compressedSize,
-                let range = directory.dataRange(of: listed), blocks.crc32(of: range, inFileAt: path) == entry.crc32
-            else { continue }
-            confirmed.insert(index)
-        }
-        return confirmed
     }
 
     private struct Entry {

@@ -19,9 +19,6 @@ int bookcache_test_lock_byte(int fd, long long offset);
 /// zlib's CRC-32 of `count` bytes, continuing from `crc` (0 to start).
 unsigned int bookcache_crc32(unsigned int crc, const void *bytes, unsigned long long count);
 
-/// zlib's `crc32_combine`: the CRC-32 of two ranges one after the other, from each one's CRC-32.
-unsigned int bookcache_crc32_combine(unsigned int first, unsigned int second, long long secondLength);
-
 /// A running SHA-256 from the system's OpenSSL (libcrypto, which libcurl already loads). Returns
 /// NULL when out of memory.
 void *bookcache_sha256_new(void);

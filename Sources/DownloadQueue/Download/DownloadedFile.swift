@@ -8,9 +8,6 @@ public struct DownloadedFile: Sendable, Hashable {
     public var byteCount: Int64
     /// The lowercase hex SHA-256 of the whole file, computed while streaming.
     public var sha256: String
-    /// The CRC-32 of each block of the file, when the request asked for them and the body was
-    /// large enough (BookCache's EPUB check reads them).
-    package var blockCRC32: BlockCRC32?
     /// The server's `ETag`, if any.
     public var etag: String?
     /// The server's `Last-Modified`, if any.

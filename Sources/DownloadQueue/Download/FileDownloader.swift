@@ -36,7 +36,7 @@ package struct FileDownloader: Sendable {
     }
 
     /// Downloads `url` into the file at `destination`: ``open(from:to:maxBytes:resume:credentials:headers:)``
-    /// then ``receive(_:computesBlockCRC32:onProgress:)``.
+    /// then ``receive(_:onProgress:)``.
     ///
     /// - Parameters:
     ///   - url: An absolute `http` or `https` URL.
@@ -44,8 +44,6 @@ package struct FileDownloader: Sendable {
     ///   - maxBytes: Refuse bodies larger than this many bytes, announced or actual.
     ///   - resume: Continue a partial file left by an earlier attempt, and keep this one's
     ///     partial file when it fails in a way a later attempt can resume.
-    ///   - computesBlockCRC32: Also compute ``DownloadedFile/blockCRC32`` when the body is at least
-    ///     ``blockCRC32MinimumLength`` bytes or of unknown length.
     ///   - credentials: Credentials for the URL's host, answered to its `401` only.
     ///   - headers: Extra headers sent with each request, before the downloader's own `Range`.
     ///   - onProgress: Called as bytes arrive.
@@ -56,22 +54,21 @@ package struct FileDownloader: Sendable {
         to destination: String,
         maxBytes: Int64 = .max,
         resume: Bool = false,
-        computesBlockCRC32: Bool = false,
         credentials: HTTPCredentials? = nil,
         headers: [HTTPHeader] = [],
         onProgress: @Sendable (DownloadProgress) -> Void = { _ in }
     ) async throws(DownloadError) -> DownloadedFile {
         let opened = try await open(
             from: url, to: destination, maxBytes: maxBytes, resume: resume, credentials: credentials, headers: headers)
-        return try await receive(opened, computesBlockCRC32: computesBlockCRC32, onProgress: onProgress)
+        return try await receive(opened, onProgress: onProgress)
     }
 
     /// Sends the request — with `Range`/`If-Range` when a partial file can be resumed — and
     /// returns once the response head has arrived and was accepted, before any byte is written.
     ///
     /// The caller reads the head (``OpenedDownload/head``: the length still to come) and then
-    /// either calls ``receive(_:computesBlockCRC32:onProgress:)`` or ``OpenedDownload/cancel()``.
-    /// - Parameters: As ``download(from:to:maxBytes:resume:computesBlockCRC32:credentials:headers:onProgress:)``.
+    /// either calls ``receive(_:onProgress:)`` or ``OpenedDownload/cancel()``.
+    /// - Parameters: As ``download(from:to:maxBytes:resume:credentials:headers:onProgress:)``.
     /// - Returns: The open response.
     /// - Throws: ``DownloadError``: a status other than 200 (or 206 for the range asked for), an
     ///   announced length over `maxBytes`, or the transport's failure.
@@ -164,14 +161,11 @@ package struct FileDownloader: Sendable {
     /// failure or cancellation, with a validator); otherwise it is removed.
     /// - Parameters:
     ///   - opened: What ``open(from:to:maxBytes:resume:credentials:headers:)`` returned.
-    ///   - computesBlockCRC32: Also compute ``DownloadedFile/blockCRC32`` when the body is at least
-    ///     ``blockCRC32MinimumLength`` bytes or of unknown length.
     ///   - onProgress: Called as bytes arrive.
     /// - Returns: The file's size, SHA-256 and the server's validators.
     /// - Throws: ``DownloadError`` for every failure.
     public func receive(
         _ opened: OpenedDownload,
-        computesBlockCRC32: Bool = false,
         onProgress: @Sendable (DownloadProgress) -> Void = { _ in }
     ) async throws(DownloadError) -> DownloadedFile {
         let response = opened.response
@@ -186,9 +180,6 @@ package struct FileDownloader: Sendable {
         let resumable = opened.resume && validator != nil
         var received = offset
         let hasher = HashBox()
-        if computesBlockCRC32, expectedTotal.map({ $0 >= Self.blockCRC32MinimumLength }) ?? true {
-            hasher.blocks = BlockCRC32()
-        }
         // The resume record is written once a meaningful amount has arrived (or when an attempt
         // fails), not for every small book: one file fewer to create per download.
         var recordSaved = offset > 0
@@ -301,7 +292,6 @@ package struct FileDownloader: Sendable {
             path: destination,
             byteCount: received,
             sha256: hasher.value.finalize(),
-            blockCRC32: hasher.blocks,
             etag: etag,
             lastModified: lastModified,
             contentType: response.header("Content-Type"),
@@ -320,9 +310,6 @@ package struct FileDownloader: Sendable {
 
     /// Bytes gathered before they are hashed and written in one hop to a blocking-work thread.
     static let batchBytes = 1 << 20
-    /// The smallest announced body for which block CRC-32s are computed: below it, reading the
-    /// file again costs less than the bookkeeping saves.
-    public static let blockCRC32MinimumLength: Int64 = 8 << 20
     /// Bytes that must arrive before a resume record is written.
     static let recordAfterBytes: Int64 = 1 << 20
 
@@ -383,22 +370,20 @@ package struct FileDownloader: Sendable {
     }
 }
 
-/// The running SHA-256 (and block CRC-32s, when asked for) of a download; used by one
-/// blocking-work call at a time, each awaited before the next.
+/// The running SHA-256 of a download; used by one blocking-work call at a time, each awaited
+/// before the next.
 // Unchecked: one blocking-work call at a time updates it, each awaited before the next.
 final class HashBox: @unchecked Sendable {
     let value = SHA256Hasher()
-    var blocks: BlockCRC32?
 
     func update(_ bytes: UnsafeRawBufferPointer) {
         value.update(bytes)
-        blocks?.update(bytes)
     }
 }
 
 /// A response whose head has arrived and been accepted, its body not yet read: the value
 /// ``FileDownloader/open(from:to:maxBytes:resume:credentials:headers:)`` returns, for the caller
-/// to decide on (is there room for ``head``'s length?) before ``FileDownloader/receive(_:computesBlockCRC32:onProgress:)``.
+/// to decide on (is there room for ``head``'s length?) before ``FileDownloader/receive(_:onProgress:)``.
 package struct OpenedDownload: Sendable {
     /// What the response says about the body: status, lengths, type.
     public let head: ResponseHead

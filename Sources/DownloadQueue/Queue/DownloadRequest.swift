@@ -15,10 +15,6 @@ public struct DownloadRequest: Sendable {
     public var resume: Bool
     /// This job's retry policy, instead of the queue's.
     public var retryPolicy: RetryPolicy?
-    /// Also compute the CRC-32 of each 1 MiB block while streaming (see ``BlockCRC32``), for
-    /// bodies of at least ``FileDownloader/blockCRC32MinimumLength`` bytes or of unknown length.
-    /// Off by default.
-    package var computesBlockCRC32 = false
     /// Credentials for the URL's host, answered to its `401` (Basic or Digest) and never sent
     /// to another host.
     public var credentials: HTTPCredentials?

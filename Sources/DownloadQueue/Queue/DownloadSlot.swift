@@ -71,9 +71,7 @@ package final class DownloadSlot: Sendable {
         var opened = opened
         while true {
             do {
-                let file = try await downloader.receive(
-                    opened, computesBlockCRC32: request.computesBlockCRC32,
-                    onProgress: { [id, emit] progress in emit(.progress(id, progress)) })
+                let file = try await downloader.receive(opened, onProgress: { [id, emit] progress in emit(.progress(id, progress)) })
                 await giveUpSlot()
                 emit(.finished(id, .success(file)))
                 return file
