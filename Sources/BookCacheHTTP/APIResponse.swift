@@ -112,6 +112,18 @@ struct APIErrorMiddleware<Context: RequestContext>: RouterMiddleware {
     }
 }
 
+/// `{"jobs": [...], "counts": {...}}`: the newest jobs (all, without a limit) and how many are
+/// in each state — `GET /api/v1/jobs` and the first event of every stream.
+struct JobListing: Encodable {
+    var jobs: [APIJob]
+    var counts: [String: Int]
+
+    init(of service: DownloadService, limit: Int?) async throws {
+        jobs = try await service.jobs(limit: limit).map(APIJob.init)
+        counts = Dictionary(uniqueKeysWithValues: try await service.jobCounts().map { ($0.key.rawValue, $0.value) })
+    }
+}
+
 /// A job as the API shows it: its priority as a word.
 struct APIJob: Encodable {
     var job: ServiceJob

@@ -20,7 +20,8 @@ public struct APIServer: Sendable {
         /// The largest request body accepted, in bytes.
         public var maxBodyBytes: Int
         /// Connections open at once; more wait in the listen backlog until one closes. Keep it
-        /// below the open-file limit (``APIServer/raiseOpenFileLimit()``).
+        /// below the open-file limit (`bookcache serve` raises the soft limit to the hard one and
+        /// stays 256 below it).
         public var maxConnections: Int
         /// How long a connection may wait for a request's head to arrive whole — idle between
         /// requests, or sending it slowly — before it is closed.
@@ -161,14 +162,7 @@ public struct APIServer: Sendable {
         }
         api.get("jobs") { request, _ -> Response in
             let limit = request.uri.queryParameters.get("limit").flatMap { Int($0) }
-            let jobs = try await service.jobs(limit: limit)
-            let counts = try await service.jobCounts()
-            struct Listing: Encodable {
-                var jobs: [APIJob]
-                var counts: [String: Int]
-            }
-            return APIResponse.json(
-                Listing(jobs: jobs.map(APIJob.init), counts: Dictionary(uniqueKeysWithValues: counts.map { ($0.key.rawValue, $0.value) })))
+            return APIResponse.json(try await JobListing(of: service, limit: limit))
         }
         api.get("jobs/:id") { request, context -> Response in
             let id = context.parameters.get("id") ?? ""
@@ -271,7 +265,9 @@ public struct APIServer: Sendable {
             }
             let snapshot: String
             do {
-                snapshot = try await Self.snapshot(of: service)
+                // The newest jobs and the counts, as GET /api/v1/jobs?limit=200 answers them, so a
+                // client that (re)connects knows where it stands.
+                snapshot = ServerSentEvent.encode(name: "snapshot", try await JobListing(of: service, limit: 200))
             } catch {
                 streams.close(mailbox)
                 throw error
@@ -323,20 +319,6 @@ extension APIServer {
             defer { group.cancelAll() }
             return try await group.next()!
         }
-    }
-
-    /// The first event of every stream: the newest jobs (as `GET /api/v1/jobs?limit=200`) and
-    /// the counts, so a client that (re)connects knows where it stands.
-    static func snapshot(of service: DownloadService) async throws -> String {
-        struct Snapshot: Encodable {
-            var jobs: [APIJob]
-            var counts: [String: Int]
-        }
-        let jobs = try await service.jobs(limit: 200)
-        let counts = try await service.jobCounts()
-        return ServerSentEvent.encode(
-            name: "snapshot",
-            Snapshot(jobs: jobs.map(APIJob.init), counts: Dictionary(uniqueKeysWithValues: counts.map { ($0.key.rawValue, $0.value) })))
     }
 
     /// The cached book the route's `:id` names; 404 when it is not cached.
