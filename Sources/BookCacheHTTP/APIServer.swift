@@ -216,7 +216,8 @@ public struct APIServer: Sendable {
         for method in [HTTPRequest.Method.get, .head] {
             api.on("books/:id/file", method: method) { request, context -> Response in
                 let book = try await Self.book(context, in: manager)
-                let url = try await manager.open(try book.bookID)
+                // A GET is a read and records the access (as `bookcache path` does); a HEAD is not.
+                let url = method == .head ? manager.layout.url(forRelativePath: book.localPath) : try await manager.open(try book.bookID)
                 return BookFile.response(
                     for: url, book: book, range: request.headers[.range], ifRange: request.headers[.ifRange], headOnly: method == .head)
             }

@@ -170,7 +170,9 @@ struct FrontDoorCLITests {
         }
     }
 
-    @Test("a book's file: HEAD gives the head without a body; If-Range that is not the file's entity tag gets the whole file (RFC 9110)")
+    @Test(
+        "a book's file: HEAD gives the head without a body and records no access; If-Range that is not the file's entity tag gets the whole file (RFC 9110)"
+    )
     func fileHeadAndIfRange() async throws {
         try await withServerAndDirectory(directory: Fixtures.books) { server, dir in
             let service = try await Service.start(cache: dir.path("cache").path)
@@ -180,7 +182,10 @@ struct FrontDoorCLITests {
             #expect(try await service.http("GET", "/api/v1/jobs/\(id)?wait=60").json["state"] as? String == "cached")
             let alice = try Fixtures.data("alice.epub")
             let file = "/api/v1/books/ebook-alice/file"
+            let readBefore = try await service.http("GET", "/api/v1/books/ebook-alice").json["lastAccessedAt"] as? String
             let head = try await service.curl(["-I", "-H", "Authorization: Bearer \(service.token)", service.base + file])
+            let readAfter = try await service.http("GET", "/api/v1/books/ebook-alice").json["lastAccessedAt"] as? String
+            #expect(readBefore != nil && readAfter == readBefore, "a HEAD is not a read: it records no access")
             #expect(head.status == 200)
             #expect(head.headers["content-length"] == String(alice.count))
             #expect(head.headers["accept-ranges"] == "bytes")
