@@ -145,7 +145,9 @@ public final class ServiceAccess: Sendable {
     }
 
     /// What a request proves: the token (an `Authorization` header decides alone, even when
-    /// wrong), else the cookie of an open session, else nothing.
+    /// wrong), else the cookie of an open session, else nothing. Every cookie of that name is
+    /// tried: a page on another port of the same host can set one (cookies ignore ports), and the
+    /// browser may send it first, but it cannot displace the page's own.
     func credential(of request: Request) -> Credential {
         if let authorization = request.headers[.authorization] {
             let parts = authorization.split(separator: " ", maxSplits: 1)
@@ -154,9 +156,7 @@ public final class ServiceAccess: Sendable {
         }
         for cookie in request.headers[values: .cookie].flatMap({ $0.split(separator: ";") }) {
             let pair = cookie.trimmingCharacters(in: .whitespaces).split(separator: "=", maxSplits: 1)
-            if pair.count == 2, pair[0] == Self.cookieName {
-                return useSession(String(pair[1])) ? .session : .none
-            }
+            if pair.count == 2, pair[0] == Self.cookieName, useSession(String(pair[1])) { return .session }
         }
         return .none
     }

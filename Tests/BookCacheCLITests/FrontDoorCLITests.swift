@@ -156,6 +156,10 @@ struct FrontDoorCLITests {
             }
             // Reads with the cookie still work, and the page's own writes
             #expect(try await service.http("GET", "/api/v1/jobs", token: .some(nil), headers: ["Cookie: \(cookie)"]).status == 200)
+            // A cookie of the same name set by a page on another port, sent first, does not displace the page's
+            let tossed = try await service.http(
+                "GET", "/api/v1/jobs", token: .some(nil), headers: ["Cookie: \(ServiceCLITests.cookieName)=tossed; \(cookie)"])
+            #expect(tossed.status == 200)
             // The token is not held to Origin or content type
             let bearer = try await service.http(
                 "POST", "/api/v1/jobs", body: body, headers: ["Content-Type: text/plain", "Origin: https://evil.example"])

@@ -6,6 +6,9 @@ import Testing
 /// talked to with curl (a real HTTP client, which can also send a foreign `Host`).
 @Suite("bookcache serve and queue", .serialized, .timeLimit(.minutes(5)))
 struct ServiceCLITests {
+    /// The service's session cookie.
+    static let cookieName = "bookcache_session"
+
     /// A running `bookcache serve`.
     struct Service {
         let process: RunningProcess
