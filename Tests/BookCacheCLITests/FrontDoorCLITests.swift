@@ -241,7 +241,7 @@ struct FrontDoorCLITests {
     }
 
     @Test(
-        "stays up: a connection that sends its head slowly or sits idle is closed after --idle-timeout; the open-file limit is raised to the hard limit; event streams are capped with 503 and Retry-After; each begins with a snapshot"
+        "stays up: a connection that sends its head slowly or sits idle is closed after --idle-timeout, a trickling body gets 408; the open-file limit is raised to the hard limit; event streams are capped with 503 and Retry-After; each begins with a snapshot"
     )
     func staysUp() async throws {
         try await withServerAndDirectory(directory: Fixtures.books) { server, dir in
@@ -273,6 +273,24 @@ struct FrontDoorCLITests {
             defer { close(slow); close(silent) }
             #expect(Self.waitForClose(slow), "a slow head is closed")
             #expect(Self.waitForClose(silent), "an idle connection is closed")
+
+            // A body that trickles in (a byte every 300 ms: never idle for the 1 s) is answered 408
+            // once --idle-timeout has passed since its head
+            let port = try #require(base.split(separator: ":").last)
+            let trickle = try Self.connect(
+                base,
+                sending: "POST /api/v1/jobs HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nAuthorization: Bearer \(token)\r\n"
+                    + "Content-Type: application/json\r\nContent-Length: 4096\r\n\r\n")
+            defer { close(trickle) }
+            var answer = [UInt8](repeating: 0, count: 512)
+            var received = 0
+            for _ in 0..<200 where received == 0 {
+                _ = " ".withCString { send(trickle, $0, 1, Int32(MSG_NOSIGNAL)) }
+                var poller = pollfd(fd: trickle, events: Int16(POLLIN), revents: 0)
+                if poll(&poller, 1, 300) == 1 { received = max(0, recv(trickle, &answer, answer.count, 0)) }
+            }
+            let status = String(decoding: answer.prefix(received), as: UTF8.self).split(separator: "\r\n").first ?? ""
+            #expect(status.hasPrefix("HTTP/1.1 408"), "a trickling body: \(status)")
 
             // Event streams: the first two open with a snapshot; the third is refused for now
             let accepted = try await service.http("POST", "/api/v1/jobs", body: #"{"url": "\#(server.baseURL)/alice.epub", "id": "alice"}"#)

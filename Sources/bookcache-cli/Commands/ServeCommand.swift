@@ -38,7 +38,10 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Connections open at once (default: the open-file limit less 256, at most 16384); more wait until one closes.")
     var maxConnections: Int?
 
-    @Option(help: "Seconds a connection may take to send a request's head, or stay idle between requests, before it is closed (1–3600).")
+    @Option(
+        help:
+            "Seconds a connection may take to send a request's head or its body, or stay idle between requests, before it is closed (1–3600)."
+    )
     var idleTimeout = 30
 
     @Option(help: "Event streams (/api/v1/events) open at once (1–100000); another is answered 503.")
@@ -99,7 +102,8 @@ struct ServeCommand: AsyncParsableCommand {
         let server = APIServer(
             service: service, access: access,
             options: .init(
-                host: host, port: port, maxConnections: connections, idleTimeout: .seconds(idleTimeout), maxEventStreams: maxEventStreams),
+                host: host, port: port, maxConnections: connections, idleTimeout: .seconds(idleTimeout), bodyTimeout: .seconds(idleTimeout),
+                maxEventStreams: maxEventStreams),
             logger: logger)
         let pid = getpid()
         let shownHost = host.contains(":") ? "[\(host)]" : host
