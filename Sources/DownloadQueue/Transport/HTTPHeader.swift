@@ -21,8 +21,7 @@ public struct HTTPHeader: Sendable, Hashable, Codable, CustomStringConvertible {
     public init(name: String, value: String) throws(InvalidHTTPHeader) {
         let name = name.trimmingCharacters(in: .whitespaces)
         let value = value.trimmingCharacters(in: .whitespaces)
-        let token = CharacterSet(charactersIn: "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
-        guard !name.isEmpty, name.unicodeScalars.allSatisfy(token.contains) else {
+        guard Self.isToken(name) else {
             throw Self.invalid("'\(name)' is not a header name; write it as \"Name: value\"")
         }
         guard !Self.reservedNames.contains(name.lowercased()) else {
@@ -43,11 +42,22 @@ public struct HTTPHeader: Sendable, Hashable, Codable, CustomStringConvertible {
         scalar == "\t" || (scalar.value >= 0x20 && scalar.value != 0x7F)
     }
 
-    /// Whether a name and value could be sent as one header line: the check every header
-    /// passes before libcurl sees it, whoever built it.
+    /// Whether `name` is an HTTP token (RFC 9110's `tchar`s), as a header name must be.
+    static func isToken(_ name: String) -> Bool {
+        !name.isEmpty
+            && name.utf8.allSatisfy { byte in
+                switch byte {
+                case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+                    true
+                default: "!#$%&'*+-.^_`|~".utf8.contains(byte)
+                }
+            }
+    }
+
+    /// Whether a name and value could be sent as one header line — the same rules as
+    /// ``init(name:value:)``: the check every header passes before libcurl sees it, whoever built it.
     static func isSendable(name: String, value: String) -> Bool {
-        !name.isEmpty && name.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: ":") }
-            && value.unicodeScalars.allSatisfy(isAllowedInValue)
+        isToken(name) && value.unicodeScalars.allSatisfy(isAllowedInValue)
     }
 
     /// Parses `Name: value`, as curl's `--header` takes it.
