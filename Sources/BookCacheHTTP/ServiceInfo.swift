@@ -32,11 +32,9 @@ public struct ServiceInfo: Codable, Sendable, Hashable {
         return try? JSONDecoder().decode(ServiceInfo.self, from: data)
     }
 
-    /// Writes the file atomically.
+    /// Writes the file atomically, owner only (0600) from the start, as the cache's other files.
     public func write(in cacheRoot: URL) throws {
-        let data = try JSONEncoder().encode(self)
-        try data.write(to: Self.file(in: cacheRoot), options: .atomic)
-        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: Self.file(in: cacheRoot).path)
+        try FileSystem.writeAtomically(try JSONEncoder().encode(self), to: Self.file(in: cacheRoot), durable: false)
     }
 
     /// Removes the file if it still describes this process.

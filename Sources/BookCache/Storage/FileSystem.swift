@@ -7,7 +7,7 @@ import Foundation
 #endif
 
 /// Small POSIX helpers that keep `errno`, used for durable, atomic file updates.
-enum FileSystem {
+package enum FileSystem {
     /// A failed system call, with its `errno`.
     struct CallError: Error, CustomStringConvertible {
         let operation: String
@@ -24,7 +24,7 @@ enum FileSystem {
     /// With `durable` off, neither the file nor the folder is `fsync`ed: for files whose loss in a
     /// power cut costs nothing (a sidecar whose folder is synced by the book's own rename right
     /// after; a rebuild skips a torn sidecar).
-    static func writeAtomically(_ data: Data, to url: URL, temporaryFolder: URL? = nil, durable: Bool = true) throws {
+    package static func writeAtomically(_ data: Data, to url: URL, temporaryFolder: URL? = nil, durable: Bool = true) throws {
         let folder = url.deletingLastPathComponent().path
         let tempFolder = temporaryFolder?.path ?? folder
         let temp = tempFolder + "/.\(url.lastPathComponent).\(getpid()).\(UUID().uuidString.prefix(8)).tmp"
@@ -91,7 +91,7 @@ enum FileSystem {
 
     /// Creates a directory and its missing parents, each 0700: what the cache keeps (logins in
     /// URLs, header values, job lines) is for its owner alone. Existing folders keep their mode.
-    static func createDirectory(_ url: URL) throws {
+    package static func createDirectory(_ url: URL) throws {
         var isDirectory: ObjCBool = false
         if FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory) {
             if isDirectory.boolValue { return }

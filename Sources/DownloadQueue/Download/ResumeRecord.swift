@@ -22,7 +22,7 @@ struct ResumeRecord: Codable, Equatable {
         let data = try JSONEncoder().encode(self)
         // Owner only (0600), as everything beside a download that names its URL.
         try data.write(to: URL(fileURLWithPath: Self.path(for: destination)), options: .atomic)
-        _ = chmod(Self.path(for: destination), 0o600)
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: Self.path(for: destination))
     }
 
     static func remove(for destination: String) {

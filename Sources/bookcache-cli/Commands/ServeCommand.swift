@@ -132,8 +132,8 @@ struct ServeCommand: AsyncParsableCommand {
     /// The cache folder and its token (made on first use); exit 73 (cannot create) when either fails.
     static func access(_ root: URL) throws -> ServiceAccess {
         do {
-            // Owner only, as the library makes the folders it creates.
-            try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            // 0700 from the first missing parent down, as the library makes the folders it creates.
+            try FileSystem.createDirectory(root)
         } catch {
             Terminal.writeError("error: cannot create the cache directory \(root.path) (\(error)); choose another with --cache-dir")
             throw ExitCode(73)
