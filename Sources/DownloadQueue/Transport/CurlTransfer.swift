@@ -96,7 +96,7 @@ final class CurlTransfer: @unchecked Sendable {
     func finished(status: Int, effectiveURL: URL?, error: DownloadError?) {
         let (head, reader): (CheckedContinuation<Head, any Error>?, CheckedContinuation<[UInt8]?, any Error>?) = state.withLock { state in
             state.failure = error
-            let (deliverHead, endReader) = state.machine.finished(error.map { .failure($0.kind) } ?? .success)
+            let (deliverHead, endReader) = state.machine.finished(error == nil ? .success : .failure)
             return (deliverHead ? state.head.take() : nil, endReader ? state.reader.take() : nil)
         }
         if let head {

@@ -3,10 +3,10 @@
 /// order of events is tested without libcurl (as async-http-client's state machines are).
 /// ``CurlTransfer`` keeps it behind a `Mutex`, with the continuations it says to resume.
 struct CurlTransferState {
-    /// How a transfer ended.
+    /// How a transfer ended (the transfer keeps the error itself).
     enum End: Equatable {
         case success
-        case failure(DownloadError.Kind)
+        case failure
     }
 
     /// What to do with body bytes that just arrived.
