@@ -6,7 +6,7 @@ import Testing
 
 /// Login links and sessions age by an injected clock: no test waits five minutes or a day.
 @Suite("ServiceAccess: login links and sessions expire")
-struct ServiceAccessTests {
+final class ServiceAccessTests {
     /// A clock the test moves by hand.
     final class TestClock: Sendable {
         let start = ContinuousClock.now
@@ -15,17 +15,23 @@ struct ServiceAccessTests {
         var now: ContinuousClock.Instant { start + offset.withLock { $0 } }
     }
 
-    func access(_ clock: TestClock) throws -> (ServiceAccess, URL) {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("access-\(UUID().uuidString)")
+    // Each test gets its own instance: a clock, a folder for the token, and the access over them.
+    let clock = TestClock()
+    let folder = FileManager.default.temporaryDirectory.appendingPathComponent("access-\(UUID().uuidString)")
+    let access: ServiceAccess
+
+    init() throws {
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        return (try ServiceAccess(tokenFile: folder.appendingPathComponent("service.token"), now: { clock.now }), folder)
+        let clock = self.clock
+        access = try ServiceAccess(tokenFile: folder.appendingPathComponent("service.token"), now: { clock.now })
+    }
+
+    deinit {
+        try? FileManager.default.removeItem(at: folder)
     }
 
     @Test("a login link works once, and not after five minutes")
     func loginLinkExpires() throws {
-        let clock = TestClock()
-        let (access, folder) = try access(clock)
-        defer { try? FileManager.default.removeItem(at: folder) }
         let fresh = access.newLoginCode()
         clock.advance(.seconds(4 * 60 + 59))
         #expect(access.redeem(fresh) != nil, "a link used within five minutes opens a session")
@@ -38,9 +44,6 @@ struct ServiceAccessTests {
 
     @Test("a session ends after a day without a request; each request keeps it open")
     func sessionIdles() throws {
-        let clock = TestClock()
-        let (access, folder) = try access(clock)
-        defer { try? FileManager.default.removeItem(at: folder) }
         let session = try #require(access.redeem(access.newLoginCode()))
         for _ in 0..<3 {
             clock.advance(.seconds(23 * 3600))
@@ -54,11 +57,9 @@ struct ServiceAccessTests {
 
     @Test("sessions do not outlive the service: a new ServiceAccess on the same token file knows none")
     func sessionsEndOnRestart() throws {
-        let clock = TestClock()
-        let (access, folder) = try access(clock)
-        defer { try? FileManager.default.removeItem(at: folder) }
         let session = try #require(access.redeem(access.newLoginCode()))
         let code = access.newLoginCode()
+        let clock = self.clock
         let restarted = try ServiceAccess(tokenFile: folder.appendingPathComponent("service.token"), now: { clock.now })
         #expect(restarted.token == access.token, "the token stays")
         #expect(!restarted.useSession(session))
@@ -67,9 +68,6 @@ struct ServiceAccessTests {
 
     @Test("unused login links are capped: the oldest goes first")
     func pendingLinksCapped() throws {
-        let clock = TestClock()
-        let (access, folder) = try access(clock)
-        defer { try? FileManager.default.removeItem(at: folder) }
         let first = access.newLoginCode()
         clock.advance(.seconds(1))
         let rest = (0..<ServiceAccess.maxPendingLoginCodes).map { _ in access.newLoginCode() }

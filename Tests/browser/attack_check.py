@@ -14,12 +14,12 @@
 """
 import sys
 
-from cdp import Browser, until
+from cdp import run_check, until
 
 login_link, pages = sys.argv[1], sys.argv[2:]
-browser = None
-try:
-    browser = Browser()
+
+
+def check(browser):
     browser.open(login_link)
     if "login" in browser.page.evaluate("location.pathname"):
         raise RuntimeError("the login link did not lead to the page")
@@ -30,9 +30,6 @@ try:
         browser.page.evaluate(until("document.title === 'done'"))
         print("attack page ran:", url, browser.page.evaluate("document.body.dataset.results"))
     print("attacks done")
-except Exception as error:  # noqa: BLE001 — every failure is reported the same way
-    print(f"attack check failed: {error}")
-    sys.exit(1)
-finally:
-    if browser:
-        browser.close()
+
+
+run_check("attack check", check)

@@ -6,6 +6,7 @@ import os
 import socket
 import struct
 import subprocess
+import sys
 import tempfile
 
 
@@ -149,3 +150,18 @@ class Browser:
     def close(self):
         self.process.kill()
         self.process.wait()
+
+
+def run_check(name, body, language=None):
+    """Runs `body(browser)` in a new headless Chromium; on any failure prints "NAME failed: why"
+    and exits 1. The browser is closed either way."""
+    browser = None
+    try:
+        browser = Browser(language)
+        body(browser)
+    except Exception as error:  # noqa: BLE001 — every failure is reported the same way
+        print(f"{name} failed: {error}")
+        sys.exit(1)
+    finally:
+        if browser:
+            browser.close()

@@ -17,7 +17,7 @@ import base64
 import json
 import sys
 
-from cdp import Browser, until
+from cdp import run_check, until
 
 login_link, book_url, screenshot = sys.argv[1], sys.argv[2], sys.argv[3]
 language = sys.argv[4] if len(sys.argv) > 4 else None
@@ -29,9 +29,7 @@ expected = {
 }[language]
 
 
-browser = None
-try:
-    browser = Browser(language)
+def check(browser):
     page = browser.page
     page.call("Emulation.setDeviceMetricsOverride", width=412, height=915, deviceScaleFactor=1, mobile=True)
     browser.open(login_link)
@@ -53,9 +51,6 @@ try:
     with open(screenshot, "wb") as handle:
         handle.write(base64.b64decode(shot["data"]))
     print("page ok: job cached, shelf shows:", " ".join(shelf.split())[:200])
-except Exception as error:  # noqa: BLE001 — every failure is reported the same way
-    print(f"page check failed: {error}")
-    sys.exit(1)
-finally:
-    if browser:
-        browser.close()
+
+
+run_check("page check", check, language)
