@@ -19,9 +19,9 @@ public final class ServiceAccess: Sendable {
     /// The token every API request carries as `Authorization: Bearer TOKEN`.
     public let token: String
     /// How long a login link can be used: 5 minutes.
-    public static let loginLinkLifetime: Duration = .seconds(5 * 60)
+    static let loginLinkLifetime: Duration = .seconds(5 * 60)
     /// How long a session lasts without a request: a day.
-    public static let sessionIdleLifetime: Duration = .seconds(24 * 3600)
+    static let sessionIdleLifetime: Duration = .seconds(24 * 3600)
     /// The most login links waiting to be used; the oldest goes first.
     static let maxPendingLoginCodes = 64
 
