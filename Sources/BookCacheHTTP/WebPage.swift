@@ -144,7 +144,6 @@ enum WebPage {
           }).join("");
         }
 
-        async function loadJobs() { const body = await api("/jobs?limit=200"); jobs.clear(); body.jobs.forEach((job) => jobs.set(job.id, job)); renderJobs(); }
 
         async function loadShelf() {
           const [shelf, stats] = await Promise.all([api("/books"), api("/stats")]);
@@ -189,10 +188,11 @@ enum WebPage {
 
         function follow() {
           const events = new EventSource("/api/v1/events");
-          // The stream carries changes only, and drops a client that falls behind: after every
-          // (re)connect the lists are read again.
+          // Every (re)connect begins with a snapshot of the jobs (the stream then carries changes,
+          // and drops a client that falls behind); the shelf and sources are read again too.
           let opened = false;
-          events.addEventListener("open", () => { if (opened) { loadJobs(); loadShelf(); loadSources(); } opened = true; });
+          events.addEventListener("snapshot", (event) => { jobs.clear(); JSON.parse(event.data).jobs.forEach((job) => jobs.set(job.id, job)); renderJobs(); });
+          events.addEventListener("open", () => { if (opened) { loadShelf(); loadSources(); } opened = true; });
           events.addEventListener("job", (event) => { const job = JSON.parse(event.data); jobs.set(job.id, job); renderJobs(); if (job.state === "cached") loadShelf(); });
           events.addEventListener("progress", (event) => { const p = JSON.parse(event.data); const job = jobs.get(p.id);
             if (job) { job.bytes = p.bytes; job.total = p.total; job.state = p.state; renderJobs(); } });
@@ -200,7 +200,7 @@ enum WebPage {
           events.addEventListener("source", () => loadSources());
         }
 
-        Promise.all([loadJobs(), loadShelf(), loadSources()]).then(follow).catch(() => {});
+        Promise.all([loadShelf(), loadSources()]).then(follow).catch(() => {});
         </script>
         </body>
         </html>
