@@ -84,7 +84,7 @@ public actor DownloadService {
 
     /// Its methods read and write the database with blocking calls: the actor runs on the
     /// blocking-work threads (see `BlockingWork`), as the manager does.
-    private nonisolated let executor = BlockingWork.SerialExecutor(label: "bookcache.service")
+    private nonisolated let executor = BlockingWork.SerialExecutor()
     /// The executor the actor runs on.
     public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
 

@@ -29,7 +29,7 @@ extension BookCacheManager {
             }
         }
         let verifier = Verifier(layout: layout, limits: validationLimits, logger: logger)
-        var report = verifier.check(records, known: known, scanStrays: ids.isEmpty)
+        var report = await verifier.check(records, known: known, scanStrays: ids.isEmpty)
         report.problems = missing + report.problems
         guard repair else { return report }
         try prepareDirectories()
@@ -42,7 +42,7 @@ extension BookCacheManager {
     private func repairProblem(_ problem: VerifyReport.Problem, redownload: Bool) async throws(BookCacheError) -> String {
         switch problem.kind {
         case .stray:
-            return try repairStray(problem.path)
+            return try await repairStray(problem.path)
         case .missing, .changed, .corrupt:
             guard let key = problem.id, let id = try? BookID(parsing: key), let record = try store.record(id) else {
                 return "nothing to do"
@@ -65,7 +65,7 @@ extension BookCacheManager {
     }
 
     /// A stray is adopted when its sidecar describes it exactly; otherwise it is removed.
-    private func repairStray(_ path: String) throws(BookCacheError) -> String {
+    private func repairStray(_ path: String) async throws(BookCacheError) -> String {
         let url = layout.url(forRelativePath: path)
         let name = url.lastPathComponent
         let folderType = BookType.allCases.first { path.hasPrefix($0.folderName + "/") }
@@ -75,7 +75,7 @@ extension BookCacheManager {
                 let data = FileManager.default.contents(atPath: layout.url(forRelativePath: layout.relativeSidecarPath(for: id)).path),
                 let record = try? MetadataCoding.decoder().decode(CachedBookMetadata.self, from: data),
                 record.localPath == path,
-                Verifier(layout: layout, limits: validationLimits, logger: logger).check(record).problem == nil
+                await Verifier(layout: layout, limits: validationLimits, logger: logger).check(record).problem == nil
             {
                 try store.update { index throws(BookCacheError) in
                     if index[id] == nil { index[id] = record }

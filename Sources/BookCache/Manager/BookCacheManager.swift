@@ -25,7 +25,7 @@ import Synchronization
 public actor BookCacheManager {
     /// The manager's methods read and write the index with blocking calls (SQLite, file reads,
     /// `fsync`), so the actor runs on the blocking-work threads, never on the cooperative pool.
-    private nonisolated let executor = BlockingWork.SerialExecutor(label: "bookcache.manager")
+    private nonisolated let executor = BlockingWork.SerialExecutor()
     /// The executor the actor runs on (the blocking-work threads, not the cooperative pool).
     public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
     /// Where the cache keeps its files.

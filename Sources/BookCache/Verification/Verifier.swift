@@ -10,15 +10,15 @@ struct Verifier: Sendable {
     let logger: Logger
 
     /// Checks `records` (and, when `scanStrays`, the type folders) and returns what is wrong.
-    func check(_ records: [CachedBookMetadata], known: [String: CachedBookMetadata], scanStrays: Bool) -> VerifyReport {
+    func check(_ records: [CachedBookMetadata], known: [String: CachedBookMetadata], scanStrays: Bool) async -> VerifyReport {
         var problems: [VerifyReport.Problem] = []
         var warnings: [String: [String]] = [:]
         for record in records.sorted(by: { $0.id < $1.id }) {
-            let outcome = check(record)
+            let outcome = await check(record)
             if let problem = outcome.problem { problems.append(problem) }
             if !outcome.warnings.isEmpty { warnings[record.id] = outcome.warnings }
         }
-        if scanStrays { problems += strays(known: known) }
+        if scanStrays { problems += await BlockingWork.run { strays(known: known) } }
         var report = VerifyReport(
             checked: records.count, problems: problems.sorted { ($0.path, $0.kind.rawValue) < ($1.path, $1.kind.rawValue) })
         report.warnings = warnings
@@ -27,7 +27,7 @@ struct Verifier: Sendable {
 
     /// The problem with one record's file (`nil` when it is fine), and the warnings validation
     /// gives it. Verification is never strict: a book accepted with a warning is not corrupt.
-    func check(_ record: CachedBookMetadata) -> (problem: VerifyReport.Problem?, warnings: [String]) {
+    func check(_ record: CachedBookMetadata) async -> (problem: VerifyReport.Problem?, warnings: [String]) {
         let url = layout.url(forRelativePath: record.localPath)
         guard let size = FileSystem.fileSize(url) else {
             return (.init(kind: .missing, id: record.id, path: record.localPath, detail: "the file is gone"), [])
@@ -38,23 +38,13 @@ struct Verifier: Sendable {
                 []
             )
         }
-        // Re-hash and re-validate at the same time, on two cores: both read the whole file.
-        enum Lane: Sendable {
-            case digest(Result<String, FileSystem.CallError>)
-            case validation(Result<ValidationReport, ValidationFailure>)
-        }
+        // Re-hash and re-validate at the same time, on two blocking-work threads: both read the whole file.
+        async let hashed = BlockingWork.run { Self.sha256(of: url) }
         let limits = self.limits
-        let lanes = Lanes.map(2) { lane -> Lane in
-            if lane == 0 { return .digest(Self.sha256(of: url)) }
-            do throws(ValidationFailure) {
-                return .validation(.success(try BookValidator(limits: limits).check(path: url.path)))
-            } catch {
-                return .validation(.failure(error))
-            }
+        let validation = await BlockingWork.run { () -> Result<ValidationReport, ValidationFailure> in
+            Result { () throws(ValidationFailure) in try BookValidator(limits: limits).check(path: url.path) }
         }
-        guard case .digest(let digest) = lanes[0], case .validation(let validation) = lanes[1] else {
-            preconditionFailure("Lanes.map returns its lanes in order")
-        }
+        let digest = await hashed
         switch digest {
         case .failure(let error):
             return (.init(kind: .missing, id: record.id, path: record.localPath, detail: "cannot be read (\(error))"), [])
