@@ -56,40 +56,59 @@ struct ListCommand: AsyncParsableCommand {
             if case .failure(let error) = outcome { throw fail(error) }
             return
         }
-        var books: [CachedBookMetadata]
+        // Streamed too: rows are laid out as they are read (the widths from the first thousand),
+        // so a listing of any size holds one screenful, not every record.
+        let type = self.type
+        let outcome = await BlockingWork.run { () -> Result<(count: Int, bytes: Int64), BookCacheError> in
+            let dateFormatter = DateFormatter()
+            dateFormatter.locale = Localized.locale
+            if Localized.language == .english {
+                dateFormatter.dateFormat = "yyyy-MM-dd HH:mm"
+            } else {
+                // 24.11.2026, 07:08 in German, 2026/11/24 07:08 in Chinese.
+                dateFormatter.setLocalizedDateFormatFromTemplate("yyyyMMddHHmm")
+            }
+            // Headings, types, statuses, sizes and dates in the reader's language; ids and titles as they are.
+            let header = ["ID", "TYPE", "SIZE", "STATUS", "LAST ACCESS", "TITLE"].map { Localized.text($0) }
+            var table = StreamingTable(header: header, rightAligned: [2]) { bytes in FileHandle.standardOutput.write(Data(bytes)) }
+            // The few distinct types and statuses, translated once each.
+            var words: [String: String] = [:]
+            func word(_ english: String) -> String {
+                if let known = words[english] { return known }
+                let translated = Localized.text(english)
+                words[english] = translated
+                return translated
+            }
+            var count = 0
+            var bytes: Int64 = 0
+            do throws(BookCacheError) {
+                try manager.forEachBook(ofType: type) { book in
+                    let status = word(BookListJSON.status(book)) + (book.pinned ? ", " + word("pinned") : "")
+                    table.add([
+                        book.id, word(book.bookType.rawValue), Localized.size(book.fileSize), status,
+                        dateFormatter.string(from: book.lastAccessedAt), book.title,
+                    ])
+                    count += 1
+                    bytes += book.fileSize
+                }
+            } catch {
+                table.finish()
+                return .failure(error)
+            }
+            table.finish()
+            return .success((count, bytes))
+        }
+        let totals: (count: Int, bytes: Int64)
         do {
-            books = try await manager.allBooks()
+            totals = try outcome.get()
         } catch {
             throw fail(error)
         }
-        if let type { books = books.filter { $0.bookType == type } }
-        books = books.map(BookListJSON.redacted)
-        if books.isEmpty {
+        if totals.count == 0 {
             Terminal.write(Localized.text("No books cached in %@.", manager.layout.root.path))
             return
         }
-        let dateFormatter = DateFormatter()
-        dateFormatter.locale = Localized.locale
-        if Localized.language == .english {
-            dateFormatter.dateFormat = "yyyy-MM-dd HH:mm"
-        } else {
-            // 24.11.2026, 07:08 in German, 2026/11/24 07:08 in Chinese.
-            dateFormatter.setLocalizedDateFormatFromTemplate("yyyyMMddHHmm")
-        }
-        // Headings, types, statuses, sizes and dates in the reader's language; ids and titles as they are.
-        let header = ["ID", "TYPE", "SIZE", "STATUS", "LAST ACCESS", "TITLE"].map { Localized.text($0) }
-        var table = TableFormatter(header: header, rightAligned: [2])
-        for book in books {
-            let status = Localized.text(BookListJSON.status(book)) + (book.pinned ? ", " + Localized.text("pinned") : "")
-            table.rows.append([
-                book.id, Localized.text(book.bookType.rawValue), Localized.size(book.fileSize), status,
-                dateFormatter.string(from: book.lastAccessedAt),
-                book.title,
-            ])
-        }
-        Terminal.write(table.render())
-        let total = books.reduce(Int64(0)) { $0 + $1.fileSize }
-        Terminal.write(Localized.books(books.count, size: Localized.size(total)))
+        Terminal.write(Localized.books(totals.count, size: Localized.size(totals.bytes)))
     }
 
 }

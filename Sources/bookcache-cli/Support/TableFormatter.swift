@@ -7,16 +7,24 @@ struct TableFormatter {
     var rightAligned: Set<Int> = []
 
     func render() -> String {
-        let all = [header] + rows
-        let widths = header.indices.map { column in all.map { Self.columns($0[column]) }.max() ?? 0 }
-        return all.map { row in
-            row.indices.map { column in
-                let cell = row[column]
-                if column == row.count - 1 && !rightAligned.contains(column) { return cell }
-                let pad = String(repeating: " ", count: widths[column] - Self.columns(cell))
-                return rightAligned.contains(column) ? pad + cell : cell + pad
-            }.joined(separator: "  ")
-        }.joined(separator: "\n")
+        let widths = Self.widths(of: [header] + rows)
+        return ([header] + rows).map { line($0, widths: widths) }.joined(separator: "\n")
+    }
+
+    /// The widest cell of each column.
+    static func widths(of rows: [[String]]) -> [Int] {
+        guard let first = rows.first else { return [] }
+        return first.indices.map { column in rows.map { columns($0[column]) }.max() ?? 0 }
+    }
+
+    /// One row laid out in `widths` (a cell wider than its column pushes the rest along).
+    func line(_ row: [String], widths: [Int]) -> String {
+        row.indices.map { column in
+            let cell = row[column]
+            if column == row.count - 1 && !rightAligned.contains(column) { return cell }
+            let pad = String(repeating: " ", count: max(0, widths[column] - Self.columns(cell)))
+            return rightAligned.contains(column) ? pad + cell : cell + pad
+        }.joined(separator: "  ")
     }
 
     /// The terminal columns `text` takes: two for East Asian wide and fullwidth characters.
@@ -31,6 +39,66 @@ struct TableFormatter {
             default:
                 width + 1
             }
+        }
+    }
+}
+
+/// A table written as its rows come, for listings too long to hold: the column widths are those
+/// of the header and the first `sample` rows (a table of up to `sample` rows is laid out exactly
+/// as ``TableFormatter/render()`` does; a later, wider cell pushes its row along), and the text
+/// goes out a megabyte at a time.
+struct StreamingTable {
+    private var format: TableFormatter
+    private let sample: Int
+    private let output: ([UInt8]) -> Void
+    private var widths: [Int]?
+    private var buffer: [UInt8] = []
+
+    /// - Parameters:
+    ///   - header: The headings.
+    ///   - rightAligned: Columns to align to the right.
+    ///   - sample: How many rows decide the widths.
+    ///   - output: Called with each megabyte of text, and the rest at ``finish()``.
+    init(header: [String], rightAligned: Set<Int>, sample: Int = 1000, output: @escaping ([UInt8]) -> Void) {
+        format = TableFormatter(header: header, rightAligned: rightAligned)
+        self.sample = sample
+        self.output = output
+    }
+
+    /// Whether any row has been added.
+    var isEmpty: Bool { widths == nil && format.rows.isEmpty }
+
+    mutating func add(_ row: [String]) {
+        guard let widths else {
+            format.rows.append(row)
+            if format.rows.count == sample { start() }
+            return
+        }
+        emit(format.line(row, widths: widths))
+    }
+
+    /// Writes what is left; nothing at all when no row was added.
+    mutating func finish() {
+        if widths == nil, !format.rows.isEmpty { start() }
+        if !buffer.isEmpty { output(buffer) }
+        buffer = []
+    }
+
+    /// Fixes the widths from the rows so far and writes the header and those rows.
+    private mutating func start() {
+        let widths = TableFormatter.widths(of: [format.header] + format.rows)
+        self.widths = widths
+        emit(format.line(format.header, widths: widths))
+        for row in format.rows { emit(format.line(row, widths: widths)) }
+        format.rows = []
+    }
+
+    private mutating func emit(_ line: String) {
+        buffer.append(contentsOf: line.utf8)
+        buffer.append(0x0A)
+        if buffer.count >= 1 << 20 {
+            output(buffer)
+            buffer.removeAll(keepingCapacity: true)
         }
     }
 }
