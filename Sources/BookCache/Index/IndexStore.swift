@@ -257,6 +257,31 @@ final class IndexTransaction {
         self.writable = writable
     }
 
+    /// Runs `body` inside a savepoint: when it throws, what it changed in the index is undone and
+    /// the rest of the transaction goes on (one book of a group failing leaves the others).
+    func savepoint<T>(_ body: () throws(BookCacheError) -> T) throws(BookCacheError) -> T {
+        precondition(writable, "a reading transaction does not change the index")
+        run("SAVEPOINT one")
+        do {
+            let value = try body()
+            run("RELEASE one")
+            return value
+        } catch {
+            run("ROLLBACK TO one")
+            run("RELEASE one")
+            throw error
+        }
+    }
+
+    /// A statement whose failure ends the transaction (kept in ``failure``).
+    private func run(_ sql: String) {
+        do {
+            try index.database.execute(sql)
+        } catch {
+            failure = failure ?? error
+        }
+    }
+
     subscript(id: BookID) -> CachedBookMetadata? {
         get { self[key: id.description] }
         set { self[key: id.description] = newValue }

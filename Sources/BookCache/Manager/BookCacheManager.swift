@@ -40,6 +40,8 @@ public actor BookCacheManager {
     let evictionObservers = EvictionObservers()
     let bookEvents = Broadcast<BookEvent>()
     let evictionRunner: Evictor
+    /// Publishes the books this manager downloads, in groups when several are ready together.
+    nonisolated let publisher: GroupPublisher
     let logger: Logger
     private var inFlight: [BookID: InFlight] = [:]
     private var swept = false
@@ -79,6 +81,7 @@ public actor BookCacheManager {
         self.evictionRunner = Evictor(
             layout: layout, store: store, settings: settingsStore, configuration: configuration, usage: usageTracker,
             observers: evictionObservers, events: bookEvents, logger: logger)
+        self.publisher = GroupPublisher(layout: layout, store: store, evictor: evictionRunner, logger: logger)
         self.queue = DownloadQueue(
             maxConcurrent: configuration.maxConcurrentDownloads, retryPolicy: configuration.retryPolicy,
             transport: transport, clock: configuration.downloadClock, logger: logger)
@@ -335,7 +338,7 @@ public actor BookCacheManager {
         let listeners = Broadcast<DownloadEvent>()
         let context = DownloadContext(
             layout: layout, store: store, queue: queue, configuration: configuration, evictor: evictionRunner, usage: usageTracker,
-            events: bookEvents, logger: logger)
+            events: bookEvents, publisher: publisher, logger: logger)
         let task = Task {
             try await context.run(request) { event in
                 if case .progress(_, let value) = event { progress.value = value }

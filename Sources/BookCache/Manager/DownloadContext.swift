@@ -17,6 +17,7 @@ struct DownloadContext: Sendable {
     let evictor: Evictor
     let usage: UsageTracker
     let events: Broadcast<BookEvent>
+    let publisher: GroupPublisher
     let logger: Logger
 
     func run(
@@ -76,9 +77,23 @@ struct DownloadContext: Sendable {
                 }
                 let context = self
                 events.yield(.validating(id))
-                return try await BlockingWork.run { (isCancelled) throws(BookCacheError) in
-                    try context.validateAndPublish(
-                        file, of: request, from: partial, limits: limits, strict: strict, isCancelled: isCancelled)
+                let entry = try await BlockingWork.run { (isCancelled) throws(BookCacheError) in
+                    try context.validate(file, of: request, from: partial, limits: limits, strict: strict, isCancelled: isCancelled)
+                }
+                // Published with the other books ready now, in one index transaction.
+                switch await publisher.publish(entry) {
+                case .success(let (stored, evicted)):
+                    logger.info(
+                        "cached",
+                        metadata: [
+                            "id": "\(id)", "bytes": "\(file.byteCount)", "sha256": "\(file.sha256)", "resumedFrom": "\(file.resumedFrom)",
+                        ])
+                    return BookDownloadResult(
+                        metadata: stored, fileURL: layout.url(forRelativePath: stored.localPath), wasAlreadyCached: false,
+                        evicted: evicted)
+                case .failure(let error):
+                    await BlockingWork.run { FileDownloader.discard(partial.path) }
+                    throw error
                 }
             }
             result.evicted = evictedForSpace + result.evicted
@@ -136,17 +151,17 @@ struct DownloadContext: Sendable {
         return (record, saved)
     }
 
-    /// Validates the downloaded file and publishes it; the partial file is removed when it is not
-    /// published.
-    private func validateAndPublish(
+    /// Validates the downloaded file and makes its record, ready to publish; the partial file is
+    /// removed when it is refused.
+    private func validate(
         _ file: DownloadedFile, of request: BookDownloadRequest, from partial: URL, limits: Evictor.Limits, strict: Bool,
         isCancelled: () -> Bool
-    ) throws(BookCacheError) -> BookDownloadResult {
+    ) throws(BookCacheError) -> GroupPublisher.Entry {
         let id = request.id
-        // The file is whole; from here on it is either published or removed.
-        var published = false
+        // The file is whole; from here on it is either handed on to be published or removed.
+        var handedOn = false
         defer {
-            if !published { FileDownloader.discard(partial.path) }
+            if !handedOn { FileDownloader.discard(partial.path) }
         }
         let validation: ValidationReport
         do {
@@ -169,13 +184,12 @@ struct DownloadContext: Sendable {
         if !validation.warnings.isEmpty {
             logger.notice("cached with warnings", metadata: ["id": "\(id)", "warnings": "\(validation.warnings)"])
         }
-        let relativePath = layout.relativePath(for: id, format: format)
         var record = CachedBookMetadata(
             id: id,
             title: request.title ?? id.description,
             coverUrl: request.coverURL.map { $0.absoluteString },
             fileUrl: request.url.absoluteString,
-            localPath: relativePath,
+            localPath: layout.relativePath(for: id, format: format),
             fileSize: file.byteCount,
             downloadedAt: now,
             lastAccessedAt: now,
@@ -186,58 +200,8 @@ struct DownloadContext: Sendable {
         )
         record.authors = request.authors
         record.warnings = validation.warnings
-        let (stored, evicted) = try publish(record, from: partial, pin: request.pin, syncSource: request.syncSource, limits: limits)
-        published = true
-        logger.info(
-            "cached",
-            metadata: ["id": "\(id)", "bytes": "\(file.byteCount)", "sha256": "\(file.sha256)", "resumedFrom": "\(file.resumedFrom)"])
-        return BookDownloadResult(
-            metadata: stored, fileURL: layout.url(forRelativePath: relativePath), wasAlreadyCached: false, evicted: evicted)
-    }
-
-    /// Writes the sidecar, moves the file into place, records it and evicts what the budget can
-    /// no longer hold, all in one index update under the lock, so another process never sees
-    /// the steps half done. A replaced book keeps its pin and its sync sources.
-    /// - Returns: The record as stored, and the books evicted for the budget.
-    private func publish(
-        _ fresh: CachedBookMetadata, from partial: URL, pin: Bool, syncSource: String?, limits: Evictor.Limits
-    ) throws(BookCacheError) -> (CachedBookMetadata, [EvictedBook]) {
-        let destination = layout.url(forRelativePath: fresh.localPath)
-        let id = try fresh.bookID
-        var record = fresh
-        var evicted: [EvictedBook] = []
-        try store.update { index throws(BookCacheError) in
-            let previous = index[id]
-            if let previous {
-                // A refresh keeps what the user decided about the book, and its place in LRU order.
-                record.pinned = previous.pinned
-                record.syncSources = previous.syncSources
-                record.lastAccessedAt = previous.lastAccessedAt
-                if previous.coverPath != nil && record.coverPath == nil { record.coverPath = previous.coverPath }
-                if record.authors.isEmpty { record.authors = previous.authors }
-            }
-            record.pinned = record.pinned || pin
-            // Only a book that sync brought in belongs to a sync source; one the user downloaded stays theirs.
-            if let syncSource, previous == nil || previous?.syncSources.isEmpty == false, !record.syncSources.contains(syncSource) {
-                record.syncSources.append(syncSource)
-            }
-            do {
-                // Made durable by the book's rename into the same folder, synced next.
-                try layout.writeSidecar(record)
-                try FileSystem.moveAtomically(from: partial, to: destination)
-                // A book that changed format leaves its old file behind; remove it.
-                for format in BookFormat.allCases where format != record.format {
-                    try FileSystem.removeFile(layout.url(forRelativePath: layout.relativePath(for: id, format: format)))
-                }
-            } catch let error as FileSystem.CallError where error.code == ENOSPC || error.code == EDQUOT {
-                throw .diskFull(id, path: layout.root.path, needed: record.fileSize)
-            } catch {
-                throw .cacheDirectoryUnusable(layout.root.path, "cannot store \(id) (\(error))")
-            }
-            index[id] = record
-            evicted = try evictor.evictForBudget(in: index, keeping: id, limits: limits)
-        }
-        return (record, evicted)
+        handedOn = true
+        return GroupPublisher.Entry(record: record, partial: partial, pin: request.pin, syncSource: request.syncSource, limits: limits)
     }
 
     /// Maps queue and transport errors to the cache's error.

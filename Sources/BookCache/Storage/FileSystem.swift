@@ -52,7 +52,7 @@ package enum FileSystem {
                 guard fsync(fd) == 0 else { throw CallError(operation: "fsync", path: temp, code: errno) }
             }
         }
-        guard rename(temp, url.path) == 0 else { throw CallError(operation: "rename", path: url.path, code: errno) }
+        try rename(from: URL(fileURLWithPath: temp), to: url)
         ok = true
         if durable { syncDirectory(folder) }
     }
@@ -74,10 +74,21 @@ package enum FileSystem {
 
     /// Renames within one filesystem, then makes the rename durable.
     static func moveAtomically(from source: URL, to destination: URL) throws {
-        guard rename(source.path, destination.path) == 0 else {
+        try rename(from: source, to: destination)
+        syncDirectory(destination.deletingLastPathComponent().path)
+    }
+
+    /// Renames within one filesystem; the rename is durable once its folder is synced
+    /// (``syncDirectory(_:)``).
+    static func rename(from source: URL, to destination: URL) throws {
+        #if canImport(Glibc)
+            let renamed = Glibc.rename(source.path, destination.path)
+        #else
+            let renamed = Darwin.rename(source.path, destination.path)
+        #endif
+        guard renamed == 0 else {
             throw CallError(operation: "rename", path: destination.path, code: errno)
         }
-        syncDirectory(destination.deletingLastPathComponent().path)
     }
 
     /// `fsync` of a directory so a rename in it survives power loss. Best effort: some

@@ -1,0 +1,97 @@
+import BookCacheTestSupport
+import DownloadQueue
+import Foundation
+import Logging
+import Testing
+
+@testable import BookCache
+
+/// Books ready together are published together: one index transaction for the group, and one
+/// book's failure is its own.
+@Suite("Group publishing")
+struct GroupPublisherTests {
+    /// A validated book's entry: its bytes in `partial/`, its record made.
+    func entry(_ name: String, in layout: CacheLayout) throws -> GroupPublisher.Entry {
+        let id = try BookID(type: .ebook, bookId: name)
+        let partial = layout.partialFile(for: id)
+        let bytes = Data("the book \(name)".utf8)
+        try bytes.write(to: partial)
+        let now = Date()
+        let record = CachedBookMetadata(
+            id: id, title: name, coverUrl: nil, fileUrl: "http://127.0.0.1:1/\(name).epub",
+            localPath: layout.relativePath(for: id, format: .epub), fileSize: Int64(bytes.count), downloadedAt: now, lastAccessedAt: now,
+            checksum: SHA256Hasher.hex(of: bytes), format: .epub, etag: nil, lastModified: nil)
+        return GroupPublisher.Entry(
+            record: record, partial: partial, pin: false, syncSource: nil, limits: (maxSize: nil, keep: nil, reserve: 0))
+    }
+
+    @Test("books ready while one is published go in the next group, together; one that fails leaves the others")
+    func groupWithAFailure() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let log = LogCapture()
+        var logger = Logger(label: "test", factory: { _ in log.handler })
+        logger.logLevel = .trace
+        let manager = BookCacheManager(
+            configuration: BookCacheConfiguration(rootDirectory: dir.path("cache"), storageReserveBytes: 0), logger: logger)
+        try await manager.prepareDirectories()
+        _ = try await manager.allBooks()
+        let layout = manager.layout
+        let publisher = manager.publisher
+
+        // Another connection holds the index's write lock, so the first book's group waits.
+        let blocker = try SQLiteDatabase(path: layout.databaseFile.path)
+        try blocker.execute("BEGIN IMMEDIATE")
+        let first = Task { await publisher.publish(try entry("first", in: layout)) }
+        try await waitUntil { publisher.isPublishing && publisher.waitingCount == 0 }
+        // Five more arrive meanwhile; the third's sidecar cannot be written (a folder is in its place).
+        let names = ["b1", "b2", "b3", "b4", "b5"]
+        try FileManager.default.createDirectory(
+            at: layout.url(forRelativePath: layout.relativeSidecarPath(for: try BookID(type: .ebook, bookId: "b3")))
+                .appendingPathComponent("in-the-way"),
+            withIntermediateDirectories: true)
+        var entries: [GroupPublisher.Entry] = []
+        for name in names { entries.append(try entry(name, in: layout)) }
+        let rest = Task { [entries] in
+            await withTaskGroup(of: (String, GroupPublisher.Outcome).self) { group in
+                for entry in entries { group.addTask { (entry.record.id, await publisher.publish(entry)) } }
+                var outcomes: [String: GroupPublisher.Outcome] = [:]
+                for await (id, outcome) in group { outcomes[id] = outcome }
+                return outcomes
+            }
+        }
+        try await waitUntil { publisher.waitingCount == 5 }
+        try blocker.execute("COMMIT")
+
+        guard case .success = try await first.value else {
+            Issue.record("the first book was not published")
+            return
+        }
+        let outcomes = await rest.value
+        for name in names where name != "b3" {
+            guard case .success(let stored) = outcomes["ebook-\(name)"] else {
+                Issue.record("\(name): \(String(describing: outcomes["ebook-\(name)"]))")
+                continue
+            }
+            #expect(FileManager.default.fileExists(atPath: layout.url(forRelativePath: stored.stored.localPath).path))
+        }
+        guard case .failure(let failure) = outcomes["ebook-b3"] else {
+            Issue.record("b3 should have failed: \(String(describing: outcomes["ebook-b3"]))")
+            return
+        }
+        #expect(failure.message.contains("b3"), "\(failure.message)")
+        let listed = try await manager.allBooks().map(\.id)
+        #expect(listed == ["ebook-b1", "ebook-b2", "ebook-b4", "ebook-b5", "ebook-first"])
+        #expect(log.text.contains("published a group [books: 5]") || log.text.contains(#"published a group ["books": 5]"#), "\(log.text)")
+    }
+
+    /// Polls `condition` between yields (state another thread changes, not time).
+    private func waitUntil(_ condition: () -> Bool) async throws {
+        for _ in 0..<10_000_000 {
+            if condition() { return }
+            await Task.yield()
+        }
+        Issue.record("the condition never held")
+        throw CancellationError()
+    }
+}
