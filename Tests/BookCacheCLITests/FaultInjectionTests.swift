@@ -126,6 +126,53 @@ struct FaultInjectionTests {
         }
     }
 
+    @Test("kill -9 while small books are published in groups: every book reported cached before the kill is listed and whole")
+    func killDuringGroupCommits() async throws {
+        let server = TestHTTPServer()
+        let epub = try Fixtures.data("alice.epub")
+        let names = (0..<150).map { "small\($0).epub" }
+        for name in names { server.setFile(epub, at: name) }
+        try await server.start()
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let cache = dir.path("cache").path
+        let file = try manifest(server, names, in: dir, as: "small.jsonl")
+        var generator = SplitMix64(seed: 0x6C0B)
+        var reported = Set<String>()
+        var killed = 0
+        for _ in 0..<8 {
+            let remaining = names.count - reported.count
+            guard remaining > 1 else { break }
+            let before = server.requests.count
+            let process = try ProcessRunner.launch(
+                "bookcache", ["download", "--from", file, "--cache-dir", cache, "--concurrency", "16", "--json"])
+            // Fast bodies and sixteen at once: books finish together, so the kill lands while a
+            // group is being published as often as not. Killed once the server has seen some of
+            // the requests still to come.
+            let wait = Int(generator.next() % UInt64(min(40, remaining - 1))) + 1
+            let exited = Task { await process.wait() }
+            await server.waitForRequests(count: before + wait)
+            process.send(SIGKILL)
+            let result = await exited.value
+            if result.status != 0 { killed += 1 }
+            for line in result.stdout.split(separator: "\n") {
+                guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
+                    object["status"] as? String == "cached", let id = object["id"] as? String
+                else { continue }
+                reported.insert(id)
+            }
+            // Every book a line called cached is listed, whole and matching its checksum.
+            let listed = Set(try await checkConsistent(cache))
+            #expect(reported.isSubset(of: listed), "reported cached but not listed: \(reported.subtracting(listed).sorted())")
+            reported = listed
+        }
+        #expect(killed > 0)
+        let final = try await ProcessRunner.run("bookcache", ["download", "--from", file, "--cache-dir", cache])
+        #expect(final.status == 0, "\(final.stdout)\n\(final.stderr)")
+        #expect(try await checkConsistent(cache).count == names.count)
+        try await server.shutdown()
+    }
+
     @Test("a damaged or deleted index loses no book, and the user is told", arguments: ["truncate", "garbage", "delete", "delete-all"])
     func damagedIndex(damage: String) async throws {
         try await withBooks { server, dir, names in
