@@ -4,7 +4,8 @@
 #
 #   Benchmarks/ab.sh REV_A REV_B [large|batch|small] [ROUNDS]
 #
-# Each revision is built in release mode in its own worktree under $BENCH_DIR/ab-REV.
+# Each revision is built in release mode in its own worktree under $BENCH_DIR/ab-REV; a path to a
+# bookcache binary may stand for a revision (a build of uncommitted work, say).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rev_a="$1"; rev_b="$2"; what="${3:-large}"; rounds="${4:-7}"
@@ -12,7 +13,8 @@ work="${BENCH_DIR:-/tmp/bookcache-bench}"
 port="${BENCH_PORT:-18468}"
 mkdir -p "$work/books"
 
-build() { # REV -> path of its bookcache binary
+build() { # REV or binary -> path of its bookcache binary
+  if [ -x "$1" ] && [ -f "$1" ]; then echo "$1"; return; fi
   local rev; rev="$(git rev-parse --short "$1")"; local tree="$work/ab-$rev"
   [ -d "$tree" ] || git worktree add -q --detach "$tree" "$rev" >&2
   (cd "$tree" && swift build -c release --product bookcache >&2)
@@ -38,6 +40,7 @@ esac
 
 run() { # BIN -> "SECONDS KIB"
   rm -rf "$work/ab-cache"
+  sync  # nothing dirty left by the previous run for this one's first fsync to pay
   local tf; tf="$(mktemp)"
   /usr/bin/time -f "%e %M" -o "$tf" "$1" $(args) --cache-dir "$work/ab-cache" >/dev/null
   cat "$tf"; rm -f "$tf"

@@ -51,9 +51,12 @@ median() { sort -n | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]
 compare() {
   local name="$1" label="$2" prepA="$3" cmdA="$4" prepB="$5" cmdB="$6"
   local ta=() tb=() ra=()
+  # Each timed run starts with nothing dirty on the disk (`sync` after the preparation, untimed):
+  # otherwise a run that made nothing durable (curl) leaves its writeback for the next run's
+  # first fsync to pay (ext4 commits the journal with the dirty data it orders).
   for r in $(seq "$rounds"); do
-    eval "$prepA"; read -r t m < <(measure bash -c "$cmdA"); ta+=("$t"); ra+=("$m")
-    eval "$prepB"; read -r t m < <(measure bash -c "$cmdB"); tb+=("$t")
+    eval "$prepA"; sync; read -r t m < <(measure bash -c "$cmdA"); ta+=("$t"); ra+=("$m")
+    eval "$prepB"; sync; read -r t m < <(measure bash -c "$cmdB"); tb+=("$t")
   done
   local a b rss
   a="$(printf '%s\n' "${ta[@]}" | median)"; b="$(printf '%s\n' "${tb[@]}" | median)"
@@ -83,6 +86,11 @@ if [ "$what" = all ] || [ "$what" = batch ]; then
   compare "500 × 1 MiB, concurrency 8" "curl --parallel-max 8" \
     "rm -rf $work/c1" "$bin download --from $work/batch-500.txt --concurrency 8 --cache-dir $work/c1" \
     "rm -rf $work/d4; mkdir -p $work/d4" "cd $work/d4 && curl -s --parallel --parallel-max 8 -K $work/batch-500.curlrc"
+  # bookcache makes every book durable before it says cached; curl does not. curl followed by
+  # `sync -f` of its folder (syncfs: every file it wrote) is the like-for-like baseline.
+  compare "500 × 1 MiB, concurrency 8" "curl --parallel-max 8, then sync -f" \
+    "rm -rf $work/c1" "$bin download --from $work/batch-500.txt --concurrency 8 --cache-dir $work/c1" \
+    "rm -rf $work/d4; mkdir -p $work/d4" "cd $work/d4 && curl -s --parallel --parallel-max 8 -K $work/batch-500.curlrc && sync -f ."
   compare "500 × 1 MiB, concurrency 8" "aria2c -j 8" \
     "rm -rf $work/c1" "$bin download --from $work/batch-500.txt --concurrency 8 --cache-dir $work/c1" \
     "rm -rf $work/d2; mkdir -p $work/d2" "aria2c -q -j 8 -x 1 --allow-overwrite=true --auto-file-renaming=false -d $work/d2 -i $work/batch-500.txt"
@@ -98,6 +106,9 @@ if [ "$what" = all ] || [ "$what" = small ]; then
   compare "2000 × 64 KiB, concurrency 16" "curl --parallel-max 16" \
     "rm -rf $work/c2" "$bin download --from $work/batch-2000.txt --concurrency 16 --cache-dir $work/c2" \
     "rm -rf $work/d5; mkdir -p $work/d5" "cd $work/d5 && curl -s --parallel --parallel-max 16 -K $work/batch-2000.curlrc"
+  compare "2000 × 64 KiB, concurrency 16" "curl --parallel-max 16, then sync -f" \
+    "rm -rf $work/c2" "$bin download --from $work/batch-2000.txt --concurrency 16 --cache-dir $work/c2" \
+    "rm -rf $work/d5; mkdir -p $work/d5" "cd $work/d5 && curl -s --parallel --parallel-max 16 -K $work/batch-2000.curlrc && sync -f ."
   compare "2000 × 64 KiB, concurrency 16" "aria2c -j 16" \
     "rm -rf $work/c2" "$bin download --from $work/batch-2000.txt --concurrency 16 --cache-dir $work/c2" \
     "rm -rf $work/d6; mkdir -p $work/d6" "aria2c -q -j 16 -x 1 --allow-overwrite=true --auto-file-renaming=false -d $work/d6 -i $work/batch-2000.txt"
@@ -154,6 +165,8 @@ if [ "$what" = all ] || [ "$what" = index ]; then
     single "$label: new download, keep set" "$bin download $base/idx0.epub --id \"new\$RANDOM\$RANDOM\" --cache-dir $cache" "0.030 s at 1M"
     single "$label: stats" "$bin stats --cache-dir $cache" "0.100 s at 1M"
     single "$label: list --json" "$bin list --json --cache-dir $cache" "3 s at 1M"
+    single "$label: list (table)" "$bin list --cache-dir $cache" "3 s and 64 MiB at 1M"
+    single "$label: prune --dry-run evicting half" "$bin prune --keep $((n / 2)) --dry-run --cache-dir $cache" "0.5 s at 100,000"
     single "$label: prune --dry-run evicting 1%" "$bin prune --keep $((n - n / 100)) --dry-run --cache-dir $cache" "1 s at 1M"
   done
 fi

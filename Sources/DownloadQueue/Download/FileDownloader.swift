@@ -189,11 +189,8 @@ package struct FileDownloader: Sendable {
             file = try await BlockingWork.run { () throws(DownloadError) -> OutputFile in
                 do {
                     let file = try OutputFile(path: destination, url: finalURL, append: offset > 0)
-                    if offset > 0 {
-                        try Self.hashPrefix(of: destination, length: offset, into: hasher, url: finalURL)
-                    } else {
-                        ResumeRecord.remove(for: destination)
-                    }
+                    // At offset 0, `open` has already removed any earlier partial and its record.
+                    if offset > 0 { try Self.hashPrefix(of: destination, length: offset, into: hasher, url: finalURL) }
                     return file
                 } catch {
                     Self.discard(destination)
@@ -246,11 +243,13 @@ package struct FileDownloader: Sendable {
             }
             let last = batch
             batch.removeAll()
+            // A record is there only if this attempt resumed from one or saved one.
+            let recordExists = recordSaved
             do {
                 try await BlockingWork.run {
                     try Self.hashAndWrite(last, hasher: hasher, file: file)
                     try file.syncAndClose()
-                    ResumeRecord.remove(for: destination)
+                    if recordExists { ResumeRecord.remove(for: destination) }
                 }
             } catch {
                 writeFailed = true
