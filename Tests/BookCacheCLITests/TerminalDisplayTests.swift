@@ -9,18 +9,25 @@ import Testing
     "The live display in a real terminal (tmux)", .serialized, .timeLimit(.minutes(3)),
     .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/tmux"), "tmux is not installed; scripts/test.sh installs it"))
 struct TerminalDisplayTests {
-    func tmux(_ arguments: [String]) async throws -> ProcessResult {
-        try await ProcessRunner.run(at: URL(fileURLWithPath: "/usr/bin/tmux"), ["-L", "bookcache-tests", "-f", "/dev/null"] + arguments)
+    /// A tmux command on the session's own server (`-L bookcache-SESSION`): with one server for
+    /// all, a test's session could start while the previous test's last session was being
+    /// killed, and the server ending under it failed the start.
+    func tmux(_ arguments: [String], session: String) async throws -> ProcessResult {
+        try await ProcessRunner.run(
+            at: URL(fileURLWithPath: "/usr/bin/tmux"), ["-L", "bookcache-\(session)", "-f", "/dev/null"] + arguments)
     }
 
     /// Starts a detached session. Through a shell with its output sent to /dev/null: the tmux
     /// server this may start would otherwise hold the runner's pipes open, and reading them to
     /// their end would never finish.
-    func newSession(_ arguments: [String]) async throws -> ProcessResult {
+    func newSession(_ session: String, _ arguments: [String]) async throws -> ProcessResult {
         let quoted = arguments.map { "'" + $0.replacingOccurrences(of: "'", with: "'\\''") + "'" }.joined(separator: " ")
         return try await ProcessRunner.run(
             at: URL(fileURLWithPath: "/bin/sh"),
-            ["-c", "exec /usr/bin/tmux -L bookcache-tests -f /dev/null new-session -d \(quoted) </dev/null >/dev/null 2>&1"])
+            [
+                "-c",
+                "exec /usr/bin/tmux -L bookcache-\(session) -f /dev/null new-session -d -s \(session) \(quoted) </dev/null >/dev/null 2>&1",
+            ])
     }
 
     @Test(
@@ -46,19 +53,19 @@ struct TerminalDisplayTests {
         // It starts on `go`, once the pane's raw output is being recorded (kept for a failure).
         let raw = dir.path("raw-\(columns).log").path
         let script = """
-            tmux -L bookcache-tests wait-for \(session)-go; \
+            tmux -L bookcache-\(session) wait-for \(session)-go; \
             '\(binary)' download --from '\(manifest.path)' --cache-dir '\(dir.path("cache").path)' --concurrency 3; \
             '\(binary)' refresh --cache-dir '\(dir.path("cache").path)' --concurrency 3; \
-            tmux -L bookcache-tests wait-for -S \(session)-done; tmux -L bookcache-tests wait-for \(session)-release
+            tmux -L bookcache-\(session) wait-for -S \(session)-done; tmux -L bookcache-\(session) wait-for \(session)-release
             """
-        let started = try await newSession(["-s", session, "-x", "\(columns)", "-y", "40", "sh", "-c", script])
+        let started = try await newSession(session, ["-x", "\(columns)", "-y", "40", "sh", "-c", script])
         try #require(started.status == 0, "tmux: \(started.stderr)")
-        _ = try await tmux(["pipe-pane", "-o", "-t", session, "cat > '\(raw)'"])
-        _ = try await tmux(["wait-for", "-S", "\(session)-go"])
+        _ = try await tmux(["pipe-pane", "-o", "-t", session, "cat > '\(raw)'"], session: session)
+        _ = try await tmux(["wait-for", "-S", "\(session)-go"], session: session)
         defer {
             Task {
-                _ = try? await tmux(["wait-for", "-S", "\(session)-release"])
-                _ = try? await tmux(["kill-session", "-t", session])
+                _ = try? await tmux(["wait-for", "-S", "\(session)-release"], session: session)
+                _ = try? await tmux(["kill-session", "-t", session], session: session)
             }
         }
 
@@ -66,15 +73,15 @@ struct TerminalDisplayTests {
         // one row (-J joins wrapped rows back into their line; "cached" lines above the view are
         // ordinary output and may wrap)
         await server.waitForRequests(count: 3)
-        let during = try await tmux(["capture-pane", "-p", "-J", "-t", session])
+        let during = try await tmux(["capture-pane", "-p", "-J", "-t", session], session: session)
         let live = during.stdout.split(separator: "\n").map(String.init).filter { $0.hasPrefix("  ebook-") || $0.hasPrefix("[") }
         for line in live {
             #expect(line.count < columns, "a live line wider than the terminal wrapped: '\(line)'\n\(during.stdout)")
         }
 
         // After: every book's line once, no progress bar left
-        _ = try await tmux(["wait-for", "\(session)-done"])
-        let after = try await tmux(["capture-pane", "-p", "-J", "-S", "-", "-t", session])
+        _ = try await tmux(["wait-for", "\(session)-done"], session: session)
+        let after = try await tmux(["capture-pane", "-p", "-J", "-S", "-", "-t", session], session: session)
         let screen = after.stdout
         for name in names {
             let stem = String(name.dropLast(5))
@@ -104,16 +111,16 @@ struct TerminalDisplayTests {
             // environment says); the pane's raw output is recorded from `go` on.
             let raw = dir.path("raw.log").path
             let script = """
-                tmux -L bookcache-tests wait-for \(session)-go; \
+                tmux -L bookcache-\(session) wait-for \(session)-go; \
                 TERM=dumb '\(binary)' download '\(server.baseURL)/alice.epub' '\(server.baseURL)/pride.epub' --cache-dir '\(dir.path("cache").path)'; \
-                tmux -L bookcache-tests wait-for -S \(session)-done
+                tmux -L bookcache-\(session) wait-for -S \(session)-done
                 """
-            let started = try await newSession(["-s", session, "-x", "80", "-y", "20", "sh", "-c", script])
+            let started = try await newSession(session, ["-x", "80", "-y", "20", "sh", "-c", script])
             try #require(started.status == 0, "tmux: \(started.stderr)")
-            _ = try await tmux(["pipe-pane", "-o", "-t", session, "cat > '\(raw)'"])
-            _ = try await tmux(["wait-for", "-S", "\(session)-go"])
-            _ = try await tmux(["wait-for", "\(session)-done"])
-            _ = try await tmux(["kill-session", "-t", session])
+            _ = try await tmux(["pipe-pane", "-o", "-t", session, "cat > '\(raw)'"], session: session)
+            _ = try await tmux(["wait-for", "-S", "\(session)-go"], session: session)
+            _ = try await tmux(["wait-for", "\(session)-done"], session: session)
+            _ = try await tmux(["kill-session", "-t", session], session: session)
             let output = try String(contentsOfFile: raw, encoding: .utf8)
             #expect(output.contains("2 of 2 cached"), "\(output.debugDescription)")
             #expect(!output.contains("\u{1B}["), "escape sequences on a dumb terminal: \(output.debugDescription)")
