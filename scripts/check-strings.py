@@ -56,7 +56,7 @@ for root in sorted(glob.glob(os.path.join(sources, "*", "Resources"))):
                 problems.append(f"{target} {language}: '{key}' has other placeholders than English")
     # Every key the code asks for is in the English table (a new message cannot miss translation).
     used = set()
-    call = re.compile(r'(?:MessageTemplate\(|LocalizedText\.format\(|Localized\.text\(|key = )\s*"((?:[^"\\]|\\.)*)"')
+    call = re.compile(r'(?:MessageTemplate\(|LocalizedText\.format\(|Localized\.text\(|Localized\.template\(|key = )\s*"((?:[^"\\]|\\.)*)"')
     for swift in glob.glob(os.path.join(os.path.dirname(root), "**", "*.swift"), recursive=True):
         text = open(swift, encoding="utf-8").read()
         used.update(call.findall(text))

@@ -87,8 +87,8 @@ struct SQLiteIndexTests {
         pinned.pinned = true
         try index.put(pinned)
         var seen: [String] = []
-        try index.leastRecentlyUsed { id, _ in
-            seen.append(id)
+        try index.leastRecentlyUsed { record in
+            seen.append(record.id)
             return seen.count < 2
         }
         #expect(seen == ["ebook-b2", "ebook-b3"])

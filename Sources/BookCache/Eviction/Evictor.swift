@@ -38,11 +38,6 @@ struct Evictor: Sendable {
         return ids
     }
 
-    private func lockedElsewhere(_ record: CachedBookMetadata) -> Bool {
-        guard let id = try? record.bookID else { return false }
-        return BookLock.isHeld(id, in: layout)
-    }
-
     /// Before a body of `incoming` bytes is written for `id`: refuses a book the budget could
     /// never hold, and makes room on the disk for the body plus the reserve.
     ///
@@ -119,9 +114,9 @@ struct Evictor: Sendable {
         var protected = initial
         while true {
             let plan = index.plan(limits: limits, incomingBytes: incomingBytes, incomingCount: incomingCount, protected: protected)
-            let busy = plan.victims.filter(lockedElsewhere).map(\.id)
+            let busy = BookLock.held(among: plan.victims.compactMap { try? $0.bookID }, in: layout)
             if busy.isEmpty { return plan }
-            protected.formUnion(busy)
+            protected.formUnion(busy.map(\.description))
         }
     }
 

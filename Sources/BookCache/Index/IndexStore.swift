@@ -316,10 +316,8 @@ final class IndexTransaction {
             var planning = EvictionPlanner.Planning(
                 total: totals.reduce(0) { $0 + $1.bytes } + incomingBytes, count: totals.reduce(0) { $0 + $1.count } + incomingCount,
                 limits: limits)
-            try index.leastRecentlyUsed { id, _ throws(SQLiteError) in
-                guard !protected.contains(id) else { return true }
-                guard let record = try index.record(id) else { return true }
-                return planning.consider(record)
+            try index.leastRecentlyUsed { record throws(SQLiteError) in
+                protected.contains(record.id) || planning.consider(record)
             }
             return planning.plan
         } catch {

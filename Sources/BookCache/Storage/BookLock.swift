@@ -58,6 +58,21 @@ final class BookLock: Sendable {
         #endif
     }
 
+    /// Which of `ids` someone holds: the lock file opened once for all of them (a plan that
+    /// evicts half of 100,000 books checked each by opening it, and spent a quarter of its time so).
+    static func held(among ids: [BookID], in layout: CacheLayout) -> Set<BookID> {
+        #if os(Linux)
+            guard !ids.isEmpty else { return [] }
+            let fd = open(layout.bookLocksFile.path, O_RDWR | O_CLOEXEC)
+            // No lock file yet: nobody has ever locked a book in this cache.
+            guard fd >= 0 else { return [] }
+            defer { close(fd) }
+            return Set(ids.filter { bookcache_test_lock_byte(fd, offset(of: $0)) == 1 })
+        #else
+            return Set(ids.filter { isHeld($0, in: layout) })
+        #endif
+    }
+
     /// Releases the lock (and removes its per-book file, where there is one).
     func release() {
         if let lockFile { unlink(lockFile) }

@@ -68,11 +68,18 @@ struct PruneCommand: AsyncParsableCommand {
             ]
             Terminal.write(String(decoding: try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]), as: UTF8.self))
         } else {
+            // One line per book, written a megabyte at a time.
+            let line = Localized.template(dryRun ? "would remove %1$@ (%2$@)" : "removed %1$@ (%2$@)")
+            var text = ""
             for book in result.removed {
-                Terminal.write(
-                    Localized.text(
-                        dryRun ? "would remove %1$@ (%2$@)" : "removed %1$@ (%2$@)", book.id.description, Localized.size(book.fileSize)))
+                text += line(book.id.description, Localized.size(book.fileSize))
+                text += "\n"
+                if text.utf8.count >= 1 << 20 {
+                    Terminal.write(bytes: Array(text.utf8.dropLast()))
+                    text = ""
+                }
             }
+            if !text.isEmpty { Terminal.write(bytes: Array(text.utf8.dropLast())) }
             let one = result.removed.count == 1
             let key =
                 dryRun

@@ -166,14 +166,17 @@ final class SQLiteIndex {
         return totals
     }
 
-    /// Unpinned books, least recently used first, as (id, size), until `body` returns `false`:
-    /// read from the covering index, so a plan costs the books it looks at.
-    func leastRecentlyUsed(_ body: (String, Int64) throws(SQLiteError) -> Bool) throws(SQLiteError) {
-        let statement = try database.statement("SELECT id, fileSize FROM book WHERE pinned = 0 ORDER BY lastAccessedAt, id")
+    /// Unpinned books' records, least recently used first, until `body` returns `false`: one
+    /// statement stepped in the LRU index's order, so a plan costs the books it looks at (not a
+    /// lookup of each by id).
+    func leastRecentlyUsed(_ body: (CachedBookMetadata) throws(SQLiteError) -> Bool) throws(SQLiteError) {
+        let statement = try database.statement("SELECT \(Self.columns) FROM book WHERE pinned = 0 ORDER BY lastAccessedAt, id")
         // A reader that stops early must not keep its read transaction open.
         defer { statement.reset() }
         while try statement.step() {
-            guard try body(statement.text(0) ?? "", statement.int64(1)) else { return }
+            var record = try Self.record(from: statement)
+            record.syncSources = try sources(of: record.id)
+            guard try body(record) else { return }
         }
     }
 
