@@ -17,8 +17,8 @@ build() { # REV or binary -> path of its bookcache binary
   if [ -x "$1" ] && [ -f "$1" ]; then echo "$1"; return; fi
   local rev; rev="$(git rev-parse --short "$1")"; local tree="$work/ab-$rev"
   [ -d "$tree" ] || git worktree add -q --detach "$tree" "$rev" >&2
-  (cd "$tree" && swift build -c release --product bookcache >&2)
-  echo "$(cd "$tree" && swift build -c release --show-bin-path)/bookcache"
+  (cd "$tree" && swift build -c release --product bookcache --static-swift-stdlib >&2)
+  echo "$(cd "$tree" && swift build -c release --static-swift-stdlib --show-bin-path)/bookcache"
 }
 bin_a="$(build "$rev_a")"; bin_b="$(build "$rev_b")"
 

@@ -18,8 +18,8 @@ command -v python3 >/dev/null || need+=(python3)
 command -v /usr/bin/time >/dev/null || need+=(time)
 scripts/apt-install.sh ${need[@]+"${need[@]}"}
 scripts/setup.sh
-swift build -c release --product bookcache >&2
-bin="$(swift build -c release --show-bin-path)/bookcache"
+swift build -c release --product bookcache --static-swift-stdlib >&2
+bin="$(swift build -c release --static-swift-stdlib --show-bin-path)/bookcache"
 
 work="${BENCH_DIR:-/tmp/bookcache-bench}"
 mkdir -p "$work/books" Benchmarks/results
