@@ -14,8 +14,12 @@ package enum ByteFormat {
             unit += 1
         }
         if unit == 0 { return "\(bytes) B" }
-        let rounded = (value * 10).rounded() / 10
-        let text = rounded == rounded.rounded() && rounded >= 100 ? String(Int(rounded)) : String(format: "%.1f", rounded)
+        // In tenths, as integers (what `%.1f` would print, without a format string per call:
+        // `list` writes one per book).
+        let tenths = Int((value * 10).rounded())
+        let sign = tenths < 0 ? "-" : ""
+        let magnitude = abs(tenths)
+        let text = tenths % 10 == 0 && tenths >= 1000 ? "\(sign)\(magnitude / 10)" : "\(sign)\(magnitude / 10).\(magnitude % 10)"
         return "\(text) \(units[unit])"
     }
 }

@@ -56,47 +56,33 @@ struct ListCommand: AsyncParsableCommand {
             if case .failure(let error) = outcome { throw fail(error) }
             return
         }
-        // Streamed too: rows are laid out as they are read (the widths from the first thousand),
-        // so a listing of any size holds one screenful, not every record.
+        // Streamed too, as --json is: one thread reads rows, another lays them out (the widths
+        // from the first thousand), so a listing of any size holds one screenful, not every record.
         let type = self.type
         let outcome = await BlockingWork.run { () -> Result<(count: Int, bytes: Int64), BookCacheError> in
-            let dateFormatter = DateFormatter()
-            dateFormatter.locale = Localized.locale
-            if Localized.language == .english {
-                dateFormatter.dateFormat = "yyyy-MM-dd HH:mm"
-            } else {
-                // 24.11.2026, 07:08 in German, 2026/11/24 07:08 in Chinese.
-                dateFormatter.setLocalizedDateFormatFromTemplate("yyyyMMddHHmm")
-            }
-            // Headings, types, statuses, sizes and dates in the reader's language; ids and titles as they are.
-            let header = ["ID", "TYPE", "SIZE", "STATUS", "LAST ACCESS", "TITLE"].map { Localized.text($0) }
-            var table = StreamingTable(header: header, rightAligned: [2]) { bytes in FileHandle.standardOutput.write(Data(bytes)) }
-            // The few distinct types and statuses, translated once each.
-            var words: [String: String] = [:]
-            func word(_ english: String) -> String {
-                if let known = words[english] { return known }
-                let translated = Localized.text(english)
-                words[english] = translated
-                return translated
-            }
-            var count = 0
-            var bytes: Int64 = 0
-            do throws(BookCacheError) {
-                try manager.forEachBook(ofType: type) { book in
-                    let status = word(BookListJSON.status(book)) + (book.pinned ? ", " + word("pinned") : "")
-                    table.add([
-                        book.id, word(book.bookType.rawValue), Localized.size(book.fileSize), status,
-                        dateFormatter.string(from: book.lastAccessedAt), book.title,
-                    ])
-                    count += 1
-                    bytes += book.fileSize
+            let listing = Mutex(TableListing())
+            let chunks = Handoff<[CachedBookMetadata]>(depth: 4) { chunk in
+                listing.withLock { listing in
+                    for book in chunk { listing.add(book) }
                 }
-            } catch {
-                table.finish()
-                return .failure(error)
             }
-            table.finish()
-            return .success((count, bytes))
+            var chunk: [CachedBookMetadata] = []
+            chunk.reserveCapacity(1024)
+            let read = Result { () throws(BookCacheError) in
+                try manager.forEachBook(ofType: type) { book in
+                    chunk.append(book)
+                    if chunk.count == 1024 {
+                        chunks.put(chunk)
+                        chunk.removeAll(keepingCapacity: true)
+                    }
+                }
+            }
+            chunks.put(chunk)
+            chunks.finish()
+            return listing.withLock { listing in
+                listing.table.finish()
+                return read.map { (listing.count, listing.bytes) }
+            }
         }
         let totals: (count: Int, bytes: Int64)
         do {
@@ -111,4 +97,56 @@ struct ListCommand: AsyncParsableCommand {
         Terminal.write(Localized.books(totals.count, size: Localized.size(totals.bytes)))
     }
 
+}
+
+/// The table `list` prints, row by row: headings, types, statuses, sizes and dates in the
+/// reader's language; ids and titles as they are.
+private struct TableListing {
+    var table: StreamingTable
+    private(set) var count = 0
+    private(set) var bytes: Int64 = 0
+    private let dateFormatter = DateFormatter()
+    /// The few distinct types and statuses, translated once each.
+    private var words: [String: String] = [:]
+    /// Access times as written, by minute since 1970 (the table shows minutes; books fetched
+    /// together share them, and a formatted date costs more than the rest of its row).
+    private var minutes: [Int: String] = [:]
+
+    init() {
+        let header = ["ID", "TYPE", "SIZE", "STATUS", "LAST ACCESS", "TITLE"].map { Localized.text($0) }
+        table = StreamingTable(header: header, rightAligned: [2]) { bytes in FileHandle.standardOutput.write(Data(bytes)) }
+        dateFormatter.locale = Localized.locale
+        if Localized.language == .english {
+            dateFormatter.dateFormat = "yyyy-MM-dd HH:mm"
+        } else {
+            // 24.11.2026, 07:08 in German, 2026/11/24 07:08 in Chinese.
+            dateFormatter.setLocalizedDateFormatFromTemplate("yyyyMMddHHmm")
+        }
+    }
+
+    mutating func add(_ book: CachedBookMetadata) {
+        let status = word(BookListJSON.status(book)) + (book.pinned ? ", " + word("pinned") : "")
+        table.add([
+            book.id, word(book.bookType.rawValue), Localized.size(book.fileSize), status,
+            minute(book.lastAccessedAt), book.title,
+        ])
+        count += 1
+        bytes += book.fileSize
+    }
+
+    private mutating func minute(_ date: Date) -> String {
+        let key = Int((date.timeIntervalSince1970 / 60).rounded(.down))
+        if let known = minutes[key] { return known }
+        if minutes.count >= 100_000 { minutes.removeAll(keepingCapacity: true) }
+        let text = dateFormatter.string(from: date)
+        minutes[key] = text
+        return text
+    }
+
+    private mutating func word(_ english: String) -> String {
+        if let known = words[english] { return known }
+        let translated = Localized.text(english)
+        words[english] = translated
+        return translated
+    }
 }
