@@ -197,13 +197,32 @@ extension BookCacheManager {
             throw .chooseSection("\(source) has no section '\(name)'; choose one of its sections:\n\(list(sections))")
         }
         if let newest = sections.first(where: \.isNewestFirst) { return newest }
-        let words: Set<Substring> = ["newest", "latest", "recent", "new"]
-        let named = sections.first { section in
-            section.title.lowercased().split { !$0.isLetter }.contains(where: words.contains)
-        }
-        if let named { return named }
+        if let named = sections.first(where: { isNewestTitle($0.title) }) { return named }
         throw .chooseSection(
             "\(source) is a navigation feed with no newest-first section; choose one of its sections:\n\(list(sections))")
+    }
+
+    /// Whole words that name a newest-first section, in the languages catalogues are served in:
+    /// calibre-server's "Newest" ("Neue", "Le plus récent", "Más reciente"), calibre-web's
+    /// "Recently added Books" ("Kürzlich hinzugefügte Bücher", "Libros añadidos recientemente",
+    /// "Libri aggiunti di recente", "Livres récents ajoutés"), and the usual "New", "Latest",
+    /// "Zuletzt hinzugefügt". Whole words, so a tag called "News" is not one.
+    static let newestTitleWords: Set<Substring> = [
+        "new", "newest", "latest", "recent", "recently",
+        "neu", "neue", "neueste", "neuesten", "kürzlich", "zuletzt",
+        "récent", "récents", "récemment", "reciente", "recientes", "recientemente", "recente", "recenti",
+    ]
+
+    /// Fragments that name one in scripts written without spaces: "最新" (calibre-server's
+    /// Chinese "Newest"), "最近" (calibre-web's "最近添加的书籍", Japanese "最近追加された本"),
+    /// "新着" (Japanese "new arrivals").
+    static let newestTitleFragments = ["最新", "最近", "新着"]
+
+    /// Whether a section's title says it lists the newest books first.
+    static func isNewestTitle(_ title: String) -> Bool {
+        let lowered = title.lowercased()
+        if lowered.split(whereSeparator: { !$0.isLetter }).contains(where: newestTitleWords.contains) { return true }
+        return newestTitleFragments.contains { lowered.contains($0) }
     }
 
     private static func list(_ sections: [FeedSection]) -> String {
