@@ -80,6 +80,34 @@ struct CatalogueTests {
         #expect(error?.message.contains("its root element is <html>") == true)
     }
 
+    @Test("a next page that answers 404: the books of the pages read are synced, none removed, the run not recorded, the page reported")
+    func unreadableNextPage() async throws {
+        try await withServerAndDirectory { server, dir in
+            try serveFeedbooks(server)
+            let clock = ManualClock()
+            let manager = makeManager(dir, clock: clock)
+            let source = url(server, "catalog/acquisition/main.xml")
+            let full = try await manager.sync(source, keep: 20)
+            #expect(full.inCache == 8 && full.isComplete)
+
+            server.removeFile(at: "opds-test-catalog/catalog/acquisition/page2.xml")
+            clock.advance(by: 7200)
+            let partial = try await manager.sync(source, keep: 20, minInterval: 3600)
+            #expect(partial.inCache == 7, "page 1's books are still synced")
+            #expect(partial.unreadPages.map(\.url) == ["\(server.baseURL)/opds-test-catalog/catalog/acquisition/page2.xml"])
+            #expect(partial.unreadPages.first?.failure.message.contains("404") == true, "\(partial.unreadPages)")
+            #expect(!partial.isComplete)
+            #expect(partial.removed.isEmpty, "a book the unread page listed is not removed")
+            #expect(try await manager.allBooks().contains { $0.title == "Paging: Page 2 item" })
+            #expect(partial.summary.hasSuffix(", 0 failed, 0 removed, 1 page could not be read"), "\(partial.summary)")
+
+            // Not recorded as a success: the next run, an hour after the last complete one, is not skipped.
+            let next = try await manager.sync(source, keep: 20, minInterval: 3600)
+            #expect(!next.skipped)
+            #expect(next.unreadPages.count == 1)
+        }
+    }
+
     @Test("keep counts books only, and pages are read only until enough are found")
     func keepStopsPaging() async throws {
         try await withServerAndDirectory { server, dir in

@@ -9,9 +9,11 @@ extension BookCacheManager {
     ///
     /// A catalogue is read as a reader app would: from a navigation feed (calibre-server's root,
     /// an OPDS 2 `navigation`), the newest-first section is followed (`rel` `sort/new`, else a
-    /// section titled "newest", "latest", "recent" or "new") unless `section` names another;
+    /// section whose title says so, such as calibre-web's "Recently added Books") unless `section` names another;
     /// pages are followed through `rel="next"` until `keep` books are found (at most
-    /// ``maxSyncPages`` pages, never the same page twice). Entries without a free EPUB or PDF
+    /// ``maxSyncPages`` pages, never the same page twice); a later page that cannot be read ends
+    /// the listing there (``SyncReport/unreadPages``): what was found is synced, nothing is
+    /// removed, and the run is not a success. Entries without a free EPUB or PDF
     /// are skipped: not failures, and they take no `keep` slot. Entries naming the same book
     /// count once.
     ///
@@ -92,12 +94,14 @@ extension BookCacheManager {
         }
         let finished = items.compactMap { $0 }
         let keepIDs = Set(finished.compactMap(\.id))
-        let removed = try removeSyncedBooks(of: source.key, except: keepIDs)
+        // A listing cut short says nothing about the books after it: none is removed.
+        let removed = listing.unreadPages.isEmpty ? try removeSyncedBooks(of: source.key, except: keepIDs) : []
         var report = SyncReport(
             source: source.key, format: listing.format.rawValue, skipped: false, lastSuccess: last, wanted: wanted.count, items: finished,
             removed: removed)
         report.skippedEntries = listing.skipped
         report.section = listing.section
+        report.unreadPages = listing.unreadPages
         if report.isComplete {
             try state.recordSuccess(of: source.key, at: now())
             report.lastSuccess = now()
@@ -117,6 +121,8 @@ extension BookCacheManager {
         var entries: [Result<BookDownloadRequest, ManifestProblem>] = []
         var skipped: [SyncReport.SkippedEntry] = []
         var section: String?
+        /// Pages that could not be read; the listing stopped at the first.
+        var unreadPages: [SyncReport.UnreadPage] = []
     }
 
     /// Reads the source, descends navigation feeds, and follows `next` pages until `keep`
@@ -179,9 +185,19 @@ extension BookCacheManager {
                 logger.warning("read the most pages a sync reads; stopping", metadata: ["pages": "\(pages)"])
                 break
             }
-            (data, pageURL) = try await fetch(next, access: access)
-            parser.baseURL = pageURL
-            page = try parser.page(in: data)
+            // A later page that cannot be read ends the listing, not the sync: the books found so
+            // far are synced, and the report says which page was not read.
+            do throws(BookCacheError) {
+                (data, pageURL) = try await fetch(next, access: access)
+                parser.baseURL = pageURL
+                page = try parser.page(in: data)
+            } catch {
+                logger.warning(
+                    "a page of the catalogue cannot be read; the listing stops before it",
+                    metadata: ["url": "\(URLRedaction.redacted(next))", "error": "\(error.message)"])
+                listing.unreadPages.append(SyncReport.UnreadPage(url: URLRedaction.redacted(next), failure: error))
+                break
+            }
             pages += 1
         }
         return listing

@@ -38,6 +38,15 @@ public struct SyncReport: Sendable {
         public var reason: String
     }
 
+    /// A page of the source that could not be read (a `next` page answering 404, say): the
+    /// listing stopped before it.
+    public struct UnreadPage: Sendable {
+        /// The page's URL, with any password in it hidden.
+        public var url: String
+        /// Why it could not be read.
+        public var failure: BookCacheError
+    }
+
     /// The source's key.
     public var source: String
     /// The format detected.
@@ -58,6 +67,10 @@ public struct SyncReport: Sendable {
     public var skippedEntries: [SkippedEntry] = []
     /// The section of a navigation feed that was followed, if any.
     public var section: String?
+    /// Pages that could not be read. When there are any, the listing was cut short: the books
+    /// found on the pages read were synced, no book was removed, and the run does not count as a
+    /// success for the minimum interval.
+    public var unreadPages: [UnreadPage] = []
 
     /// Books among the wanted that are now cached.
     public var inCache: Int { items.filter { $0.status != .failed }.count }
@@ -65,8 +78,8 @@ public struct SyncReport: Sendable {
     public var alreadyCached: Int { items.filter { $0.status == .alreadyCached }.count }
     /// Books that failed.
     public var failed: Int { items.filter { $0.status == .failed }.count }
-    /// Whether every wanted book ended in the cache.
-    public var isComplete: Bool { skipped || failed == 0 }
+    /// Whether every page was read and every wanted book ended in the cache.
+    public var isComplete: Bool { skipped || (failed == 0 && unreadPages.isEmpty) }
 
     /// "7 of 7 cached (3 new, 4 already cached), 2 entries skipped (no free EPUB or PDF), 0 failed, 1 removed".
     public var summary: String { summary(in: BookCacheLanguage.english.locale) }
@@ -80,6 +93,11 @@ public struct SyncReport: Sendable {
             let key = skippedEntries.count == 1 ? ", %@ entry skipped (no free EPUB or PDF)" : ", %@ entries skipped (no free EPUB or PDF)"
             text += LocalizedText.format(key, locale, ["\(skippedEntries.count)"])
         }
-        return text + LocalizedText.format(", %1$@ failed, %2$@ removed", locale, ["\(failed)", "\(removed.count)"])
+        text += LocalizedText.format(", %1$@ failed, %2$@ removed", locale, ["\(failed)", "\(removed.count)"])
+        if !unreadPages.isEmpty {
+            let key = unreadPages.count == 1 ? ", %@ page could not be read" : ", %@ pages could not be read"
+            text += LocalizedText.format(key, locale, ["\(unreadPages.count)"])
+        }
+        return text
     }
 }

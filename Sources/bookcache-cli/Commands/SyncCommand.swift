@@ -182,6 +182,10 @@ struct SyncCommand: AsyncParsableCommand {
                 "synced": report.inCache, "alreadyCached": report.alreadyCached, "new": report.inCache - report.alreadyCached,
                 "failed": report.failed, "removed": report.removed, "section": report.section ?? NSNull(),
                 "skippedEntries": report.skippedEntries.map { ["title": $0.title ?? NSNull(), "reason": $0.reason] as [String: Any] },
+                "unreadPages": report.unreadPages.map {
+                    ["url": $0.url, "error": cliMessage($0.failure, in: Localized.machineLocale), "kind": $0.failure.kind.description]
+                        as [String: Any]
+                },
                 "items": report.items.map {
                     [
                         "id": $0.id ?? NSNull(), "status": $0.status.rawValue,
@@ -206,11 +210,20 @@ struct SyncCommand: AsyncParsableCommand {
             for id in report.removed { Terminal.write(Localized.text("removed %@", id.description)) }
             if let section = report.section { Terminal.write(Localized.text("section: %@", section)) }
             for entry in report.skippedEntries { Terminal.write("skipped \(entry.title.map { "'\($0)'" } ?? "an entry"): \(entry.reason)") }
+            for page in report.unreadPages {
+                Terminal.writeError(
+                    Localized.error(
+                        Localized.text(
+                            "a page of the catalogue cannot be read (%1$@): %2$@; the books after it were not synced, and none was removed",
+                            page.url, cliMessage(page.failure))))
+            }
             Terminal.write(report.summary(in: Localized.locale))
         }
-        // Failed books: the status they share (all offline: 69), else 1 — as a download batch.
+        // Failed books and unread pages: the status they share (all offline: 69; a page gone: 69),
+        // else 1 — as a download batch.
         if !report.isComplete {
-            throw ExitCode(ExitStatus.of(failures: report.items.compactMap { $0.failure.map(ExitStatus.of) }))
+            let failures = report.items.compactMap { $0.failure.map(ExitStatus.of) } + report.unreadPages.map { ExitStatus.of($0.failure) }
+            throw ExitCode(ExitStatus.of(failures: failures))
         }
     }
 
