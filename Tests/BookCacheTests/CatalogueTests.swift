@@ -264,6 +264,32 @@ struct CatalogueTests {
         #expect("\(credentials)" == "reader:***@http://127.0.0.1:8080")
     }
 
+    @Test("after a host's first Basic challenge, its login goes with each request: one request without it in a whole sync")
+    func loginOncePerOrigin() async throws {
+        try await withServerAndDirectory { server, dir in
+            server.requireBasicAuth(user: "reader", password: "s3cret", below: "/private/")
+            let names = ["a", "b", "c", "d", "e"]
+            for name in names { server.setFile(name == "a" ? alice : pride, at: "private/\(name).epub") }
+            let entries = names.map { name in
+                """
+                <entry><title>\(name)</title><id>urn:\(name)</id>
+                  <link rel="http://opds-spec.org/acquisition" type="application/epub+zip" href="\(name).epub"/></entry>
+                """
+            }
+            server.setFile(
+                Data(#"<feed xmlns="http://www.w3.org/2005/Atom"><title>Private</title>\#(entries.joined())</feed>"#.utf8),
+                at: "private/feed.xml")
+            let report = try await makeManager(dir).sync(
+                .url(URL(string: "http://127.0.0.1:\(server.port)/private/feed.xml")!), keep: 5,
+                credentials: HTTPCredentials(user: "reader", password: "s3cret", for: URL(string: server.baseURL)!))
+            #expect(report.inCache == 5, "\(report.items)")
+            let unanswered = server.requests.filter { $0.path.hasPrefix("/private/") && $0.headers["authorization"] == nil }
+            #expect(unanswered.map(\.path) == ["/private/feed.xml"], "only the first request goes without the login")
+            #expect(
+                server.requests.filter { $0.path.hasPrefix("/private/") }.count == 7, "the feed twice (asked, answered), each book once")
+        }
+    }
+
     @Test("a catalogue behind Basic: the login is answered only when asked, only to its host; a redirect elsewhere drops it")
     func loginStaysWithItsHost() async throws {
         try await withServerAndDirectory(files: ["private/a.epub": alice, "b.epub": pride]) { server, dir in

@@ -18,6 +18,11 @@ final class CurlDriver: @unchecked Sendable {
     private let multi: UnsafeMutableRawPointer
     private let commands = Mutex<(queue: [Command], stopped: Bool)>(([], false))
     private var running: [UnsafeMutableRawPointer: CurlTransfer] = [:]
+    /// Origins (`scheme://host:port`) whose server asked for Basic — and only Basic — and took
+    /// the login: later requests there send it with the first request, as curl `-u` and browsers
+    /// do, instead of once without it and again after the 401 (a catalogue's failed-login log,
+    /// which fail2ban watches, saw one line per request). Driver thread only.
+    private var basicOrigins: Set<String> = []
 
     init() {
         curl_global_init(3)  // CURL_GLOBAL_ALL
@@ -107,7 +112,10 @@ final class CurlDriver: @unchecked Sendable {
             bc_setopt_long(handle, CURLOPT_NETRC, 1)  // CURL_NETRC_OPTIONAL: the request's own login first
             bc_setopt_string(handle, CURLOPT_NETRC_FILE, netrc)
         }
-        if transfer.credentials != nil || configuration.netrcFile != nil {
+        if let credentials = transfer.credentials, credentials.applies(to: transfer.url), basicOrigins.contains(credentials.origin) {
+            // This origin asked for Basic before: the login goes with the first request.
+            bc_setopt_long(handle, CURLOPT_HTTPAUTH, 1)  // CURLAUTH_BASIC
+        } else if transfer.credentials != nil || configuration.netrcFile != nil {
             // Basic or Digest, as the server's 401 asks: never the password before it asks.
             bc_setopt_long(handle, CURLOPT_HTTPAUTH, 1 | 2)  // CURLAUTH_BASIC | CURLAUTH_DIGEST
         }
@@ -135,6 +143,9 @@ final class CurlDriver: @unchecked Sendable {
         } else {
             error = nil
         }
+        if let credentials = transfer.credentials, error == nil, credentials.applies(to: transfer.url) {
+            learnScheme(of: credentials.origin, status: status, offered: bc_getinfo_long(raw, CURLINFO_HTTPAUTH_AVAIL))
+        }
         curl_multi_remove_handle(multi, raw)
         curl_easy_cleanup(raw)
         curl_slist_free_all(transfer.headerList)
@@ -143,6 +154,19 @@ final class CurlDriver: @unchecked Sendable {
         transfer.finished(status: status, effectiveURL: effective, error: error)
     }
 
+}
+
+extension CurlDriver {
+    /// Remembers an origin that asked for Basic alone and took the login (`offered` is the
+    /// methods of the 401 answered, `CURLINFO_HTTPAUTH_AVAIL`; 0 when the login went up front);
+    /// forgets it when the login is refused, so the next request asks again.
+    fileprivate func learnScheme(of origin: String, status: Int, offered: Int) {
+        if status == 401 {
+            basicOrigins.remove(origin)
+        } else if offered == 1 {  // CURLAUTH_BASIC, and no Digest offered
+            basicOrigins.insert(origin)
+        }
+    }
 }
 
 /// The status and URL of the response a handle is on (the last one, after redirects).
