@@ -141,11 +141,26 @@ public struct BookCacheError: Error, Sendable, CustomStringConvertible {
         kind == .downloadFailed && httpStatus.map(DownloadError.isRetryable(status:)) == true
     }
 
-    static func downloadFailed(_ id: BookID, cause: DownloadError) -> BookCacheError {
+    /// - Parameters:
+    ///   - loginGiven: Whether the download had a login to answer a `401` with (when not, a `401`
+    ///     asks for one).
+    static func downloadFailed(_ id: BookID, cause: DownloadError, loginGiven: Bool = true) -> BookCacheError {
         var hint = MessageTemplate("check the URL and try again")
+        var remedy: Remedy?
         if let status = cause.statusCode {
             switch status {
-            case 401, 403: hint = MessageTemplate("the server refused access; check the URL or its credentials")
+            case 401 where !loginGiven:
+                hint = MessageTemplate("the server asks for a login")
+                remedy = .giveLogin
+            case 401: hint = MessageTemplate("the server refused the login; check the user name and password")
+            case 403: hint = MessageTemplate("the server refused access; check the URL or its credentials")
+            case 429:
+                if let wait = cause.retryAfter {
+                    let seconds = max(1, Int(wait.components.seconds))
+                    hint = MessageTemplate("the server says too many requests; try again in %@", .verbatim("\(seconds) s"))
+                } else {
+                    hint = MessageTemplate("the server says too many requests; try again later")
+                }
             case 404, 410: hint = MessageTemplate("the server has no such file; check the URL")
             case _ where DownloadError.isRetryable(status: status): hint = MessageTemplate("the server is busy or failing; try again later")
             default: break
@@ -161,6 +176,7 @@ public struct BookCacheError: Error, Sendable, CustomStringConvertible {
             .downloadFailed,
             MessageTemplate("download of %1$@ failed: %2$@; %3$@", .verbatim(id.description), .verbatim(cause.description), .phrase(hint)))
         if cause.kind == .untrustedServer { error.remedy = .trustAuthority }
+        if let remedy { error.remedy = remedy }
         error.bookID = id.description
         error.httpStatus = cause.statusCode
         error.underlying = cause

@@ -54,7 +54,7 @@ struct DownloadContext: Sendable {
                 do {
                     opened = try await slot.open()
                 } catch {
-                    throw Self.translate(error, id: id, root: layout.root.path)
+                    throw Self.translate(error, id: id, root: layout.root.path, loginGiven: request.credentials != nil)
                 }
                 // Room on the disk for what is still to come; a book the budget could never hold
                 // is refused here. The budget evicts only at publishing.
@@ -73,7 +73,7 @@ struct DownloadContext: Sendable {
                 do {
                     file = try await slot.receive(opened)
                 } catch {
-                    throw Self.translate(error, id: id, root: layout.root.path)
+                    throw Self.translate(error, id: id, root: layout.root.path, loginGiven: request.credentials != nil)
                 }
                 let context = self
                 events.yield(.validating(id))
@@ -205,7 +205,7 @@ struct DownloadContext: Sendable {
     }
 
     /// Maps queue and transport errors to the cache's error.
-    static func translate(_ error: any Error, id: BookID, root: String) -> BookCacheError {
+    static func translate(_ error: any Error, id: BookID, root: String, loginGiven: Bool = true) -> BookCacheError {
         if let error = error as? BookCacheError { return error }
         guard let error = error as? DownloadError else {
             return error is CancellationError ? .cancelled(id) : .unexpected(id, cause: error)
@@ -219,7 +219,7 @@ struct DownloadContext: Sendable {
         switch error.kind {
         case .cancelled: return .cancelled(id)
         case .connectionFailed: return .networkUnavailable(id, cause: error)
-        default: return .downloadFailed(id, cause: error)
+        default: return .downloadFailed(id, cause: error, loginGiven: loginGiven)
         }
     }
 }

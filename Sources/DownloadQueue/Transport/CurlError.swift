@@ -25,7 +25,7 @@ extension DownloadError {
             return DownloadError(
                 kind: .untrustedServer, url: url,
                 detail:
-                    "its TLS certificate is not signed by an authority this system trusts; for a private authority give its certificate as the transport's CA file"
+                    "its TLS certificate is not signed by an authority this system trusts (a private authority's certificate can be trusted as a CA file)"
             )
         case CURLE_SSL_CACERT_BADFILE:
             return DownloadError(kind: .untrustedServer, url: url, detail: "the certificate authorities file cannot be read or is not PEM")
