@@ -140,6 +140,15 @@ struct BlockingPoolTests {
         await pool.shutdownGracefully()
     }
 
+    @Test("the pool's threads carry its name where ps, top, perf and gdb read it (the kernel's, 15 bytes)")
+    func threadName() async throws {
+        let pool = BlockingPool(size: 1, label: "test-pool-name")
+        let name = try await pool.runIfActive { try String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8) }
+        #expect(name.trimmingCharacters(in: .newlines) == "test-pool-name")
+        #expect(BlockingPool.shared.label.utf8.count <= 15, "longer names are cut by the kernel")
+        await pool.shutdownGracefully()
+    }
+
     actor Counter {
         private let executor: BlockingWork.SerialExecutor
         nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }

@@ -31,7 +31,7 @@ package final class BlockingPool: Sendable {
     /// The pool every ``BlockingWork`` call runs on, never shut down. Its size is twice the
     /// processors, at least 16: enough for every slot of a batch to have a write or an `fsync`
     /// outstanding while the checks of others run.
-    package static let shared = BlockingPool(size: max(16, 2 * ProcessInfo.processInfo.activeProcessorCount), label: "bookcache.blocking")
+    package static let shared = BlockingPool(size: max(16, 2 * ProcessInfo.processInfo.activeProcessorCount), label: "bookcache-pool")
 
     private enum Lifecycle {
         case running
@@ -66,7 +66,8 @@ package final class BlockingPool: Sendable {
 
     /// How many threads the pool runs at most.
     package let size: Int
-    private let label: String
+    /// The threads' name (at most 15 bytes reach the kernel).
+    package let label: String
     private let state = Mutex(State())
     /// One signal per queued piece of work, and one per thread when the pool stops.
     private let ready = DispatchSemaphore(value: 0)

@@ -28,9 +28,11 @@ final class CurlDriver: @unchecked Sendable {
         curl_global_init(3)  // CURL_GLOBAL_ALL
         guard let multi = curl_multi_init() else { fatalError("libcurl could not make a multi handle (out of memory)") }
         self.multi = multi
-        let thread = Thread { [self] in run() }
-        thread.name = "bookcache.curl"
-        thread.start()
+        // Named from inside: a name given before `start()` does not reach the thread on Linux.
+        Thread { [self] in
+            Thread.current.name = "bookcache-curl"
+            run()
+        }.start()
     }
 
     func submit(_ command: Command) {
