@@ -33,6 +33,10 @@ if [ ! -e /usr/share/fonts/truetype/wqy/wqy-zenhei.ttc ]; then
   echo "installing a Chinese font for the web page's screenshot in Chinese" >&2
   scripts/apt-install.sh fonts-wqy-zenhei || echo "warning: no Chinese font; the Chinese screenshot will show boxes" >&2
 fi
+if ! command -v pdfinfo >/dev/null 2>&1; then
+  echo "installing poppler-utils: poppler judges PDFs beside bookcache's validator" >&2
+  scripts/apt-install.sh poppler-utils || echo "warning: poppler-utils could not be installed; poppler's verdicts will be skipped" >&2
+fi
 if ! command -v tmux >/dev/null 2>&1; then
   echo "installing tmux for the live display test" >&2
   scripts/apt-install.sh tmux || echo "warning: tmux could not be installed; the live display test will be skipped" >&2

@@ -180,6 +180,34 @@ struct BookValidatorTests {
         }
     }
 
+    @Test(
+        "a PDF after a preamble (a Google Docs export carries 2 KiB): accepted with a warning, as poppler opens it; strict refuses; past 1 MiB it is no PDF",
+        arguments: [2048, 65536, 2 << 20])
+    func preamble(size: Int) async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let line = Array("preamble text before the document\n".utf8)
+        var bytes = [UInt8]()
+        while bytes.count < size { bytes += line }
+        bytes = Array(bytes.prefix(size)) + Array(try Fixtures.data("compressed.pdf"))
+        let path = dir.path("preamble.pdf").path
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        guard size <= PDFValidator.headerSearchLimit else {
+            let error = #expect(throws: ValidationFailure.self) { try BookValidator().check(path: path) }
+            #expect(error?.kind == .notABook)
+            return
+        }
+        let report = try BookValidator().check(path: path)
+        #expect(report.format == .pdf)
+        #expect(report.warnings.contains("\(size) bytes come before the %PDF- header (readers skip them)"), "\(report.warnings)")
+        #expect(throws: ValidationFailure.self) { try BookValidator(strict: true).check(path: path) }
+        // The independent judge: poppler opens it and counts its pages.
+        if FileManager.default.isExecutableFile(atPath: "/usr/bin/pdfinfo") {
+            let info = try await ProcessRunner.run(at: URL(fileURLWithPath: "/usr/bin/pdfinfo"), [path])
+            #expect(info.status == 0 && info.stdout.contains("Pages:"), "\(info.stdout)\(info.stderr)")
+        }
+    }
+
     @Test("PDFs are judged as readers open them (uncompressed content)", arguments: pdfVariants)
     func pdfVerdicts(name: String, expected: String?) throws {
         try checkPDF("fixture-monthly-2024-05.pdf", variant: name, expected: expected)

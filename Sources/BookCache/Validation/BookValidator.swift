@@ -3,7 +3,7 @@ import Foundation
 
 /// Decides a file's format from its bytes and checks it is a whole book a reader can open.
 ///
-/// ZIP local-header magic means EPUB, `%PDF-` in the first KiB means PDF; anything else is
+/// ZIP local-header magic means EPUB, `%PDF-` in the first KiB (or, after a preamble that is not an HTML page, the first MiB) means PDF; anything else is
 /// refused, with a hint when it looks like an HTML error page. What makes a book unreadable or
 /// unsafe is refused; what breaks a packaging rule no reader needs is a warning, refused only
 /// when ``strict`` is set.
@@ -60,6 +60,12 @@ public struct BookValidator: Sendable {
             throw ValidationFailure("the server sent an HTML page, not an EPUB or PDF (often a login or error page)", kind: .htmlPage)
         }
         if head.starts(with: [0x50, 0x4B, 0x05, 0x06]) { throw ValidationFailure("the file is an empty ZIP archive", kind: .notABook) }
+        // A PDF after a preamble (a Google Docs export's): readers find its header further on.
+        if head.count == 1024,
+            try FileBytes.read(path: path, offset: 0, count: PDFValidator.headerSearchLimit).firstRange(of: Array("%PDF-".utf8)) != nil
+        {
+            return .pdf
+        }
         throw ValidationFailure("the file is neither an EPUB (ZIP) nor a PDF", kind: .notABook)
     }
 }

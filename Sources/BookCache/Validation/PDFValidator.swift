@@ -28,19 +28,36 @@ struct PDFValidator {
     /// Past this size a PDF without a usable `startxref` is not copied to repair its end.
     static let maxRepairCopyBytes = 512 << 20
 
+    /// How far into a file the `%PDF-` header is looked for. Readers look anywhere: poppler and
+    /// MuPDF open a PDF after a preamble of any length (poppler tried here up to 1 MiB); a
+    /// Google Docs export carries about 2 KiB. Past this, a file is not taken for a PDF.
+    static let headerSearchLimit = 1 << 20
+
     func validate(path: String) throws(ValidationFailure) -> [String] {
-        let head = try FileBytes.read(path: path, offset: 0, count: Self.window)
-        guard let headerRange = head.firstRange(of: Array("%PDF-".utf8)) else {
-            throw ValidationFailure("no %PDF- header in the first 1 KiB", kind: .notABook)
+        let file = try MappedFile(path: path)
+        let all = file.bytes
+        guard
+            let headerRange = UnsafeRawBufferPointer(rebasing: all[..<min(all.count, Self.headerSearchLimit)]).firstRange(
+                of: Array("%PDF-".utf8))
+        else {
+            throw ValidationFailure("no %PDF- header in the first 1 MiB", kind: .notABook)
         }
         let versionStart = headerRange.upperBound
-        guard versionStart + 2 < head.count, head[versionStart].isASCIIDigit, head[versionStart + 1] == UInt8(ascii: "."),
-            head[versionStart + 2].isASCIIDigit
+        guard versionStart + 2 < all.count, all[versionStart].isASCIIDigit, all[versionStart + 1] == UInt8(ascii: "."),
+            all[versionStart + 2].isASCIIDigit
         else {
             throw ValidationFailure("the %PDF- header has no version number", kind: .notABook)
         }
-        let file = try MappedFile(path: path)
-        let bytes = file.bytes
+        // qpdf finds a header in the first KiB itself; one further on (a preamble before it) is
+        // judged from the header, as readers read it.
+        guard headerRange.lowerBound >= Self.window else { return try judge(all, path: path) }
+        let preamble = "\(headerRange.lowerBound) bytes come before the %PDF- header (readers skip them)"
+        return [preamble] + (try judge(UnsafeRawBufferPointer(rebasing: all[headerRange.lowerBound...]), path: path))
+    }
+
+    /// Reads `bytes` (from the `%PDF-` header on) with qpdf as a reader would, repairing its end
+    /// where a reader does.
+    private func judge(_ bytes: UnsafeRawBufferPointer, path: String) throws(ValidationFailure) -> [String] {
 
         // Bytes after the last %%EOF other than white space: a server's junk, said once.
         let end = Self.endOfLastEOF(in: bytes)
