@@ -33,9 +33,9 @@ if [ ! -e /usr/share/fonts/truetype/wqy/wqy-zenhei.ttc ]; then
   echo "installing a Chinese font for the web page's screenshot in Chinese" >&2
   scripts/apt-install.sh fonts-wqy-zenhei || echo "warning: no Chinese font; the Chinese screenshot will show boxes" >&2
 fi
-if ! command -v pdfinfo >/dev/null 2>&1; then
-  echo "installing poppler-utils: poppler judges PDFs beside bookcache's validator" >&2
-  scripts/apt-install.sh poppler-utils || echo "warning: poppler-utils could not be installed; poppler's verdicts will be skipped" >&2
+if ! command -v pdfinfo >/dev/null 2>&1 || ! command -v qpdf >/dev/null 2>&1; then
+  echo "installing poppler-utils (poppler judges PDFs beside bookcache's validator) and qpdf's command (it linearizes a test PDF)" >&2
+  scripts/apt-install.sh poppler-utils qpdf || echo "warning: poppler-utils or qpdf could not be installed; the tests that need them will be skipped" >&2
 fi
 if ! command -v tmux >/dev/null 2>&1; then
   echo "installing tmux for the live display test" >&2

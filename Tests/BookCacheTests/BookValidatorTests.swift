@@ -208,6 +208,33 @@ struct BookValidatorTests {
         }
     }
 
+    @Test(
+        "a linearized PDF shorter than its linearization data says is a cut download; whole, or longer (an update appended), it is fine",
+        .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/qpdf"), "needs qpdf's command (scripts/test.sh installs it)"))
+    func linearizedLength() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let linearized = dir.path("linearized.pdf").path
+        let made = try await ProcessRunner.run(
+            at: URL(fileURLWithPath: "/usr/bin/qpdf"),
+            ["--linearize", Fixtures.books.appendingPathComponent("fixture-monthly-2024-05.pdf").path, linearized])
+        try #require(made.status == 0, "\(made.stderr)")
+        let whole = try Data(contentsOf: URL(fileURLWithPath: linearized))
+        #expect(try BookValidator().check(path: linearized).format == .pdf)
+
+        let cut = dir.path("cut.pdf").path
+        try whole.prefix(whole.count - 40).write(to: URL(fileURLWithPath: cut))
+        let error = #expect(throws: ValidationFailure.self) { try BookValidator().check(path: cut) }
+        #expect(error?.kind == .damaged)
+        #expect(
+            error?.reason.contains("its linearization data gives \(whole.count) bytes; \(whole.count - 40) arrived") == true,
+            "\(error?.reason ?? "")")
+
+        let longer = dir.path("longer.pdf").path
+        try (whole + Data("\n% an incremental update would follow here\n".utf8)).write(to: URL(fileURLWithPath: longer))
+        #expect(try BookValidator().check(path: longer).format == .pdf)
+    }
+
     @Test("PDFs are judged as readers open them (uncompressed content)", arguments: pdfVariants)
     func pdfVerdicts(name: String, expected: String?) throws {
         try checkPDF("fixture-monthly-2024-05.pdf", variant: name, expected: expected)

@@ -58,6 +58,12 @@ struct PDFValidator {
     /// Reads `bytes` (from the `%PDF-` header on) with qpdf as a reader would, repairing its end
     /// where a reader does.
     private func judge(_ bytes: UnsafeRawBufferPointer, path: String) throws(ValidationFailure) -> [String] {
+        // A linearized file says its own length: one that arrived shorter is a cut download, even
+        // when qpdf can rebuild what is left (an update appended later makes it longer, not shorter).
+        if let length = Self.linearizedLength(in: bytes), bytes.count < length {
+            throw ValidationFailure(
+                "the file is cut short: its linearization data gives \(length) bytes; \(bytes.count) arrived", kind: .damaged)
+        }
 
         // Bytes after the last %%EOF other than white space: a server's junk, said once.
         let end = Self.endOfLastEOF(in: bytes)
@@ -97,6 +103,33 @@ struct PDFValidator {
         case .failed(let reason):
             throw ValidationFailure(reason)
         }
+    }
+
+    /// The file length a linearized PDF's first object gives (`<< /Linearized 1 /L 12345 … >>`),
+    /// if the file is linearized: looked for in its first KiB, where the specification puts it.
+    static func linearizedLength(in bytes: UnsafeRawBufferPointer) -> Int? {
+        let head = UnsafeRawBufferPointer(rebasing: bytes[..<min(bytes.count, window)])
+        guard let marker = head.firstRange(of: Array("/Linearized".utf8)) else { return nil }
+        let dictionary = head[marker.upperBound...]
+        let end = dictionary.firstRange(of: Array(">>".utf8))?.lowerBound ?? head.count
+        var position = marker.upperBound
+        while position + 2 < end {
+            // `/L` followed by white space, then the digits of the length.
+            if head[position] == UInt8(ascii: "/"), head[position + 1] == UInt8(ascii: "L"), head[position + 2].isASCIIWhitespace {
+                var digit = position + 2
+                while digit < end, head[digit].isASCIIWhitespace { digit += 1 }
+                var value = 0
+                var digits = 0
+                while digit < end, head[digit].isASCIIDigit, digits < 18 {
+                    value = value * 10 + Int(head[digit] - UInt8(ascii: "0"))
+                    digit += 1
+                    digits += 1
+                }
+                return digits > 0 ? value : nil
+            }
+            position += 1
+        }
+        return nil
     }
 
     /// The offset just past the last `%%EOF` (and its line end), if there is one.
