@@ -108,6 +108,22 @@ struct CatalogueTests {
         }
     }
 
+    @Test("a catalogue answering 429 says too many requests, and when to come back (calibre-web does so for a minute after failed logins)")
+    func catalogueTooManyRequests() async throws {
+        try await withServerAndDirectory { server, dir in
+            try serveFeedbooks(server)
+            server.enqueueFault(.status(429, retryAfter: "60"), for: "/opds-test-catalog/catalog/acquisition/main.xml")
+            let error = await #expect(throws: BookCacheError.self) {
+                try await makeManager(dir).sync(url(server, "catalog/acquisition/main.xml"), keep: 3)
+            }
+            #expect(
+                error?.message.contains("HTTP 429; the catalogue says too many requests; try again in 60 s") == true,
+                "\(error?.message ?? "")")
+            #expect(error?.httpStatus == 429)
+            #expect(error?.isServerBusy == true, "the command line exits 75, try again later")
+        }
+    }
+
     @Test("keep counts books only, and pages are read only until enough are found")
     func keepStopsPaging() async throws {
         try await withServerAndDirectory { server, dir in

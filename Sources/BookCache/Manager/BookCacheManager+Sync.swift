@@ -290,6 +290,7 @@ extension BookCacheManager {
         let credentials = request.credentials
         do {
             let response = try await transport.send(request)
+            if response.statusCode != 200 { response.body.cancel() }
             if response.statusCode == 401 || response.statusCode == 403 {
                 let hint =
                     credentials == nil
@@ -299,6 +300,14 @@ extension BookCacheManager {
                     "cannot fetch the sync source \(shown): HTTP \(response.statusCode); \(hint)", status: response.statusCode, cause: nil)
                 error.remedy = .giveLogin
                 throw error
+            }
+            if response.statusCode == 429 {
+                // calibre-web answers 429 to every login for a minute after three failed ones.
+                let seconds = response.header("Retry-After").flatMap { Int($0.trimmingCharacters(in: .whitespaces)) }
+                let when = seconds.map { "try again in \($0) s" } ?? "try again later"
+                throw BookCacheError.syncSourceFailed(
+                    "cannot fetch the sync source \(shown): HTTP 429; the catalogue says too many requests; \(when)", status: 429,
+                    cause: nil)
             }
             guard response.statusCode == 200 else {
                 throw DownloadError(kind: .httpStatus, url: url, statusCode: response.statusCode)
