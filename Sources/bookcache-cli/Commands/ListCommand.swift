@@ -28,30 +28,12 @@ struct ListCommand: AsyncParsableCommand {
             let type = self.type
             let outcome = await BlockingWork.run { () -> Result<Void, BookCacheError> in
                 let writer = Mutex(BookListJSON.Writer { bytes in FileHandle.standardOutput.write(Data(bytes)) })
-                let chunks = Handoff<[CachedBookMetadata]>(depth: 4) { chunk in
+                defer { writer.withLock { $0.finish() } }
+                return Self.streamBooks(of: manager, ofType: type) { chunk in
                     writer.withLock { writer in
                         for book in chunk { writer.add(book) }
                     }
                 }
-                defer {
-                    chunks.finish()
-                    writer.withLock { $0.finish() }
-                }
-                var chunk: [CachedBookMetadata] = []
-                chunk.reserveCapacity(1024)
-                do throws(BookCacheError) {
-                    try manager.forEachBook(ofType: type) { book in
-                        chunk.append(book)
-                        if chunk.count == 1024 {
-                            chunks.put(chunk)
-                            chunk.removeAll(keepingCapacity: true)
-                        }
-                    }
-                } catch {
-                    return .failure(error)
-                }
-                chunks.put(chunk)
-                return .success(())
             }
             if case .failure(let error) = outcome { throw fail(error) }
             return
@@ -61,24 +43,11 @@ struct ListCommand: AsyncParsableCommand {
         let type = self.type
         let outcome = await BlockingWork.run { () -> Result<(count: Int, bytes: Int64), BookCacheError> in
             let listing = Mutex(TableListing())
-            let chunks = Handoff<[CachedBookMetadata]>(depth: 4) { chunk in
+            let read = Self.streamBooks(of: manager, ofType: type) { chunk in
                 listing.withLock { listing in
                     for book in chunk { listing.add(book) }
                 }
             }
-            var chunk: [CachedBookMetadata] = []
-            chunk.reserveCapacity(1024)
-            let read = Result { () throws(BookCacheError) in
-                try manager.forEachBook(ofType: type) { book in
-                    chunk.append(book)
-                    if chunk.count == 1024 {
-                        chunks.put(chunk)
-                        chunk.removeAll(keepingCapacity: true)
-                    }
-                }
-            }
-            chunks.put(chunk)
-            chunks.finish()
             return listing.withLock { listing in
                 listing.table.finish()
                 return read.map { (listing.count, listing.bytes) }
@@ -97,6 +66,33 @@ struct ListCommand: AsyncParsableCommand {
         Terminal.write(Localized.books(totals.count, size: Localized.size(totals.bytes)))
     }
 
+}
+
+extension ListCommand {
+    /// Reads the books (of `type`, or all) from the index on this thread and hands them to
+    /// `consume` on another blocking-work thread, a thousand at a time and in id order; returns
+    /// once every one read has been consumed. Call it from blocking work.
+    static func streamBooks(
+        of manager: BookCacheManager, ofType type: BookType?, consume: @escaping @Sendable ([CachedBookMetadata]) -> Void
+    ) -> Result<Void, BookCacheError> {
+        let chunks = Handoff<[CachedBookMetadata]>(depth: 4, consume: consume)
+        defer { chunks.finish() }
+        var chunk: [CachedBookMetadata] = []
+        chunk.reserveCapacity(1024)
+        do throws(BookCacheError) {
+            try manager.forEachBook(ofType: type) { book in
+                chunk.append(book)
+                if chunk.count == 1024 {
+                    chunks.put(chunk)
+                    chunk.removeAll(keepingCapacity: true)
+                }
+            }
+        } catch {
+            return .failure(error)
+        }
+        chunks.put(chunk)
+        return .success(())
+    }
 }
 
 /// The table `list` prints, row by row: headings, types, statuses, sizes and dates in the
