@@ -192,6 +192,8 @@ extension BookCacheManager {
                 parser.baseURL = pageURL
                 page = try parser.page(in: data)
             } catch {
+                // A sync being cancelled is not a page that cannot be read.
+                if Task.isCancelled { throw error }
                 logger.warning(
                     "a page of the catalogue cannot be read; the listing stops before it",
                     metadata: ["url": "\(URLRedaction.redacted(next))", "error": "\(error.message)"])
@@ -303,8 +305,8 @@ extension BookCacheManager {
             }
             if response.statusCode == 429 {
                 // calibre-web answers 429 to every login for a minute after three failed ones.
-                let seconds = response.header("Retry-After").flatMap { Int($0.trimmingCharacters(in: .whitespaces)) }
-                let when = seconds.map { "try again in \($0) s" } ?? "try again later"
+                let wait = response.header("Retry-After").flatMap { RetryAfter.parse($0) }
+                let when = wait.map { "try again in \(max(1, $0.components.seconds)) s" } ?? "try again later"
                 throw BookCacheError.syncSourceFailed(
                     "cannot fetch the sync source \(shown): HTTP 429; the catalogue says too many requests; \(when)", status: 429,
                     cause: nil)

@@ -1,13 +1,13 @@
 import Foundation
 
 /// Parses the `Retry-After` header: delay seconds or an HTTP date.
-enum RetryAfter {
+package enum RetryAfter {
     /// The delay the header asks for, never negative.
     /// - Parameters:
     ///   - value: The header's value, such as `120` or `Wed, 21 Oct 2015 07:28:00 GMT`.
     ///   - now: The current time, for HTTP dates.
     /// - Returns: The delay, or `nil` when the value is neither form.
-    public static func parse(_ value: String, now: Date = Date()) -> Duration? {
+    package static func parse(_ value: String, now: Date = Date()) -> Duration? {
         let trimmed = value.trimmingCharacters(in: .whitespaces)
         if let seconds = Int64(trimmed) {
             return seconds >= 0 ? .seconds(seconds) : nil
