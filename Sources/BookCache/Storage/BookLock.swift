@@ -43,19 +43,7 @@ final class BookLock: Sendable {
 
     /// Whether someone (another process, or another download in this one) holds the book's lock.
     static func isHeld(_ id: BookID, in layout: CacheLayout) -> Bool {
-        #if os(Linux)
-            let fd = open(layout.bookLocksFile.path, O_RDWR | O_CLOEXEC)
-            // No lock file yet: nobody has ever locked a book in this cache.
-            guard fd >= 0 else { return false }
-            defer { close(fd) }
-            return bookcache_test_lock_byte(fd, offset(of: id)) == 1
-        #else
-            let url = layout.bookLockFile(for: id)
-            guard FileManager.default.fileExists(atPath: url.path) else { return false }
-            guard let lock = tryFile(url) else { return true }
-            lock.release()
-            return false
-        #endif
+        !held(among: [id], in: layout).isEmpty
     }
 
     /// Which of `ids` someone holds: the lock file opened once for all of them (a plan that
@@ -69,7 +57,14 @@ final class BookLock: Sendable {
             defer { close(fd) }
             return Set(ids.filter { bookcache_test_lock_byte(fd, offset(of: $0)) == 1 })
         #else
-            return Set(ids.filter { isHeld($0, in: layout) })
+            return Set(
+                ids.filter { id in
+                    let url = layout.bookLockFile(for: id)
+                    guard FileManager.default.fileExists(atPath: url.path) else { return false }
+                    guard let lock = tryFile(url) else { return true }
+                    lock.release()
+                    return false
+                })
         #endif
     }
 
