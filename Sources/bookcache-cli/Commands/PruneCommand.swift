@@ -70,16 +70,9 @@ struct PruneCommand: AsyncParsableCommand {
         } else {
             // One line per book, written a megabyte at a time.
             let line = Localized.template(dryRun ? "would remove %1$@ (%2$@)" : "removed %1$@ (%2$@)")
-            var text = ""
-            for book in result.removed {
-                text += line(book.id.description, Localized.size(book.fileSize))
-                text += "\n"
-                if text.utf8.count >= 1 << 20 {
-                    Terminal.write(bytes: Array(text.utf8.dropLast()))
-                    text = ""
-                }
-            }
-            if !text.isEmpty { Terminal.write(bytes: Array(text.utf8.dropLast())) }
+            var lines = BufferedLines()
+            for book in result.removed { lines.write(line(book.id.description, Localized.size(book.fileSize))) }
+            lines.flush()
             let one = result.removed.count == 1
             let key =
                 dryRun

@@ -50,9 +50,8 @@ struct TableFormatter {
 struct StreamingTable {
     private var format: TableFormatter
     private let sample: Int
-    private let output: ([UInt8]) -> Void
+    private var lines: BufferedLines
     private var widths: [Int]?
-    private var buffer: [UInt8] = []
 
     /// - Parameters:
     ///   - header: The headings.
@@ -62,11 +61,8 @@ struct StreamingTable {
     init(header: [String], rightAligned: Set<Int>, sample: Int = 1000, output: @escaping ([UInt8]) -> Void) {
         format = TableFormatter(header: header, rightAligned: rightAligned)
         self.sample = sample
-        self.output = output
+        lines = BufferedLines(output: output)
     }
-
-    /// Whether any row has been added.
-    var isEmpty: Bool { widths == nil && format.rows.isEmpty }
 
     mutating func add(_ row: [String]) {
         guard let widths else {
@@ -74,31 +70,21 @@ struct StreamingTable {
             if format.rows.count == sample { start() }
             return
         }
-        emit(format.line(row, widths: widths))
+        lines.write(format.line(row, widths: widths))
     }
 
     /// Writes what is left; nothing at all when no row was added.
     mutating func finish() {
         if widths == nil, !format.rows.isEmpty { start() }
-        if !buffer.isEmpty { output(buffer) }
-        buffer = []
+        lines.flush()
     }
 
     /// Fixes the widths from the rows so far and writes the header and those rows.
     private mutating func start() {
         let widths = TableFormatter.widths(of: [format.header] + format.rows)
         self.widths = widths
-        emit(format.line(format.header, widths: widths))
-        for row in format.rows { emit(format.line(row, widths: widths)) }
+        lines.write(format.line(format.header, widths: widths))
+        for row in format.rows { lines.write(format.line(row, widths: widths)) }
         format.rows = []
-    }
-
-    private mutating func emit(_ line: String) {
-        buffer.append(contentsOf: line.utf8)
-        buffer.append(0x0A)
-        if buffer.count >= 1 << 20 {
-            output(buffer)
-            buffer.removeAll(keepingCapacity: true)
-        }
     }
 }
