@@ -62,6 +62,18 @@ final class IndexStore: Sendable {
         try withIndex { index throws(SQLiteError) in try index.forEachRecord(ofType: type) { body($0) } }
     }
 
+    /// A page of books the query finds (up to one more than its limit), after `cursor`.
+    func shelf(_ query: ShelfQuery, after cursor: ShelfCursor?) throws(BookCacheError) -> [CachedBookMetadata] {
+        guard FileManager.default.fileExists(atPath: layout.root.path) else { return [] }
+        return try withIndex { index throws(SQLiteError) in try index.shelf(query, after: cursor) }
+    }
+
+    /// Authors and their number of books, by name.
+    func authors(ofType type: BookType?, offset: Int, limit: Int) throws(BookCacheError) -> [(name: String, books: Int)] {
+        guard FileManager.default.fileExists(atPath: layout.root.path) else { return [] }
+        return try withIndex { index throws(SQLiteError) in try index.authors(ofType: type, offset: offset, limit: limit) }
+    }
+
     /// Books and bytes per type, and the pinned ones: one row per type, kept by the database.
     func totals() throws(BookCacheError) -> [BookType: (count: Int, bytes: Int64, pinnedCount: Int, pinnedBytes: Int64)] {
         guard FileManager.default.fileExists(atPath: layout.root.path) else { return [:] }

@@ -161,6 +161,9 @@ final class SQLiteDatabase {
         sqlite3_extended_result_codes(handle, 1)
         sqlite3_busy_timeout(handle, Int32(clamping: seconds * 1000 + attoseconds / 1_000_000_000_000_000))
         sqlite3_exec(handle, "PRAGMA foreign_keys=ON", nil, nil, nil)
+        // fold(text): for searches that ignore case and accents in every script, not ASCII's alone.
+        sqlite3_create_function_v2(
+            handle, "bookcache_fold", 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS, nil, foldFunction, nil, nil, nil)
     }
 
     deinit {
@@ -322,5 +325,24 @@ final class SQLiteStatement {
 
     func isNull(_ column: Int32) -> Bool {
         sqlite3_column_type(handle, column) == SQLITE_NULL
+    }
+}
+
+/// `bookcache_fold(text)`: the text without case and accents (NULL stays NULL), as
+/// ``SQLiteDatabase/fold(_:)`` makes a search's words.
+private let foldFunction: @convention(c) (OpaquePointer?, Int32, UnsafeMutablePointer<OpaquePointer?>?) -> Void = {
+    context, count, values in
+    guard count == 1, let value = values?[0], let text = sqlite3_value_text(value) else {
+        sqlite3_result_null(context)
+        return
+    }
+    let folded = SQLiteDatabase.fold(String(cString: text))
+    sqlite3_result_text(context, folded, -1, unsafeBitCast(-1, to: sqlite3_destructor_type.self))
+}
+
+extension SQLiteDatabase {
+    /// `text` without case and accents ("Émile" and "emile" alike, "Straße" as "strasse").
+    static func fold(_ text: String) -> String {
+        text.folding(options: [.caseInsensitive, .diacriticInsensitive], locale: nil)
     }
 }

@@ -180,6 +180,85 @@ final class SQLiteIndex {
         }
     }
 
+    /// Up to `query.limit + 1` records of a shelf page (one more than the page, to tell whether
+    /// another follows), starting after `cursor`. The filters and the order are SQL, so a page
+    /// costs the rows the index looks at, not a read of every record.
+    func shelf(_ query: ShelfQuery, after cursor: ShelfCursor?) throws(SQLiteError) -> [CachedBookMetadata] {
+        var conditions: [String] = []
+        var texts: [(Int32, String)] = []
+        var numbers: [(Int32, Double)] = []
+        var next: Int32 = 1
+        func text(_ value: String) -> String {
+            texts.append((next, value))
+            next += 1
+            return "?\(next - 1)"
+        }
+        func number(_ value: Double) -> String {
+            numbers.append((next, value))
+            next += 1
+            return "?\(next - 1)"
+        }
+        if let type = query.type { conditions.append("bookType = \(text(type.rawValue))") }
+        if query.pinnedOnly { conditions.append("pinned = 1") }
+        if let author = query.author {
+            conditions.append("EXISTS (SELECT 1 FROM json_each(book.authors) WHERE json_each.value = \(text(author)))")
+        }
+        for word in query.searchWords {
+            let parameter = text(SQLiteDatabase.fold(word))
+            conditions.append("(instr(bookcache_fold(title), \(parameter)) > 0 OR instr(bookcache_fold(authors), \(parameter)) > 0)")
+        }
+        let column: String
+        let descending: Bool
+        switch query.order {
+        case .newest: (column, descending) = ("downloadedAt", true)
+        case .recentlyRead: (column, descending) = ("lastAccessedAt", true)
+        case .size: (column, descending) = ("fileSize", true)
+        case .title: (column, descending) = ("title COLLATE NOCASE", false)
+        }
+        if let cursor {
+            let key: String =
+                switch cursor.key {
+                case .number(let value): number(value)
+                case .text(let value): text(value)
+                }
+            let id = text(cursor.id)
+            let beyond = descending ? "<" : ">"
+            conditions.append("(\(column) \(beyond) \(key) OR (\(column) = \(key) AND id \(beyond) \(id)))")
+        }
+        let direction = descending ? "DESC" : "ASC"
+        let filter = conditions.isEmpty ? "" : " WHERE " + conditions.joined(separator: " AND ")
+        let statement = try database.statement(
+            "SELECT \(Self.columns) FROM book\(filter) ORDER BY \(column) \(direction), id \(direction) LIMIT \(query.limit + 1)")
+        defer { statement.reset() }
+        for (index, value) in texts { statement.bind(value, at: index) }
+        for (index, value) in numbers { statement.bind(value, at: index) }
+        var records: [CachedBookMetadata] = []
+        while try statement.step() {
+            var record = try Self.record(from: statement)
+            record.syncSources = try sources(of: record.id)
+            records.append(record)
+        }
+        return records
+    }
+
+    /// Authors of the cached books (of one type, or all) with their number of books, by name
+    /// (ignoring ASCII case), `limit` from `offset`.
+    func authors(ofType type: BookType?, offset: Int, limit: Int) throws(SQLiteError) -> [(name: String, books: Int)] {
+        let filter = type == nil ? "" : " WHERE bookType = ?1"
+        let statement = try database.statement(
+            """
+            SELECT json_each.value AS name, count(*) FROM book, json_each(book.authors)\(filter)
+            GROUP BY name ORDER BY name COLLATE NOCASE, name LIMIT \(limit) OFFSET \(offset)
+            """)
+        defer { statement.reset() }
+        if let type { statement.bind(type.rawValue, at: 1) }
+        var authors: [(name: String, books: Int)] = []
+        while try statement.step() {
+            authors.append((statement.text(0) ?? "", Int(statement.int64(1))))
+        }
+        return authors
+    }
+
     // MARK: - Writing (inside a transaction)
 
     /// Inserts or replaces a record and its sync sources.

@@ -1,0 +1,176 @@
+import BookCacheTestSupport
+import Foundation
+import Logging
+import Testing
+
+@testable import BookCache
+
+/// `BookCacheManager.shelf`: pages read by cursor from the index, with filters, in every order.
+@Suite("Shelf pages")
+struct ShelfQueryTests {
+    /// A cache with `count` records put straight into its index (no files: the shelf reads only
+    /// the index). Titles repeat in case-differing pairs, so the title order has ties.
+    func cache(_ count: Int) throws -> (BookCacheManager, TemporaryDirectory) {
+        let dir = try TemporaryDirectory()
+        let manager = BookCacheManager(configuration: .init(rootDirectory: dir.url))
+        let records = try (0..<count).map(Self.record)
+        try index(dir).update { transaction in
+            for record in records { transaction[key: record.id] = record }
+        }
+        return (manager, dir)
+    }
+
+    /// The index of the cache in `dir`, as a second process would open it.
+    func index(_ dir: TemporaryDirectory) -> IndexStore {
+        IndexStore(layout: CacheLayout(root: dir.url), logger: Logger(label: "test"))
+    }
+
+    static func record(_ n: Int) throws -> CachedBookMetadata {
+        let type: BookType = n % 3 == 0 ? .magazine : .ebook
+        var record = CachedBookMetadata(
+            id: try BookID(type: type, bookId: String(format: "b%04d", n)),
+            title: (n % 2 == 0 ? "the " : "The ") + ["Garden", "Ocean", "50% off_sale", "Émile"][n % 4] + " \(n / 8)",
+            coverUrl: nil, fileUrl: "https://x/\(n).epub", localPath: "\(type.folderName)/b\(n).epub", fileSize: Int64(1000 + n % 7),
+            downloadedAt: Date(timeIntervalSince1970: 1_700_000_000 + Double(n / 3)),
+            lastAccessedAt: Date(timeIntervalSince1970: 1_700_000_000 + Double((n * 7919) % 101)),
+            checksum: String(repeating: "a", count: 64), format: .epub, etag: nil, lastModified: nil)
+        record.authors = n % 5 == 0 ? ["Jane Austen"] : ["Mary Shelley", "Ann \(n % 4)"]
+        record.pinned = n % 10 == 0
+        return record
+    }
+
+    /// Every page of `query`, joined.
+    func allPages(_ manager: BookCacheManager, _ query: ShelfQuery) throws -> [CachedBookMetadata] {
+        var query = query
+        var books: [CachedBookMetadata] = []
+        var pages = 0
+        while true {
+            let page = try manager.shelf(query)
+            #expect(page.books.count <= query.limit)
+            books += page.books
+            pages += 1
+            guard let next = page.next else { break }
+            #expect(page.books.count == query.limit, "only a full page has a next")
+            query.after = next
+            #expect(pages < 1000)
+        }
+        return books
+    }
+
+    @Test("every order, read page by page, is the whole filtered set in the order a sort of all records gives, ties broken by id")
+    func ordersAndPaging() throws {
+        let (manager, dir) = try cache(203)
+        defer { dir.remove() }
+        let all = try index(dir).allRecords()
+        let expectations: [(ShelfQuery.Order, (CachedBookMetadata, CachedBookMetadata) -> Bool)] = [
+            (.newest, { ($0.downloadedAt, $0.id) > ($1.downloadedAt, $1.id) }),
+            (.recentlyRead, { ($0.lastAccessedAt, $0.id) > ($1.lastAccessedAt, $1.id) }),
+            (.size, { ($0.fileSize, $0.id) > ($1.fileSize, $1.id) }),
+            (
+                .title,
+                { (a, b) in
+                    let (x, y) = (Self.asciiLower(a.title), Self.asciiLower(b.title))
+                    return x != y ? x.lexicographicallyPrecedes(y) : a.id < b.id
+                }
+            ),
+        ]
+        for (order, before) in expectations {
+            for limit in [1, 7, 50, 500] {
+                let paged = try allPages(manager, ShelfQuery(order: order, limit: limit))
+                #expect(paged.map(\.id) == all.sorted(by: before).map(\.id), "\(order) by \(limit)")
+            }
+        }
+    }
+
+    /// SQLite's NOCASE: ASCII letters only.
+    static func asciiLower(_ text: String) -> [UInt8] {
+        text.utf8.map { (65...90).contains($0) ? $0 + 32 : $0 }
+    }
+
+    @Test("filters: type, pinned, an author exactly, search words in title or authors (case and accents ignored; % and _ taken literally)")
+    func filters() throws {
+        let (manager, dir) = try cache(203)
+        defer { dir.remove() }
+        let all = try index(dir).allRecords()
+        func ids(_ query: ShelfQuery) throws -> Set<String> { Set(try allPages(manager, query).map(\.id)) }
+        #expect(try ids(ShelfQuery(type: .magazine, limit: 13)) == Set(all.filter { $0.bookType == .magazine }.map(\.id)))
+        #expect(try ids(ShelfQuery(pinnedOnly: true)) == Set(all.filter(\.pinned).map(\.id)))
+        #expect(try ids(ShelfQuery(author: "Jane Austen", limit: 9)) == Set(all.filter { $0.authors == ["Jane Austen"] }.map(\.id)))
+        #expect(try ids(ShelfQuery(author: "Jane")).isEmpty, "an author is matched whole")
+        #expect(
+            try ids(ShelfQuery(search: "  GARDEN  shelley ", order: .title, limit: 4))
+                == Set(all.filter { $0.title.lowercased().contains("garden") && $0.authors.contains("Mary Shelley") }.map(\.id)))
+        #expect(try ids(ShelfQuery(search: "50%")) == Set(all.filter { $0.title.contains("50%") }.map(\.id)))
+        #expect(try ids(ShelfQuery(search: "f_s")) == Set(all.filter { $0.title.contains("f_s") }.map(\.id)))
+        #expect(try ids(ShelfQuery(search: "%")).count == all.filter { $0.title.contains("%") }.count)
+        #expect(try ids(ShelfQuery(search: "o_a")).isEmpty, "_ is no wildcard")
+        let emile = Set(all.filter { $0.title.contains("Émile") }.map(\.id))
+        #expect(!emile.isEmpty)
+        for spelling in ["Émile", "émile", "EMILE", "emile"] { #expect(try ids(ShelfQuery(search: spelling)) == emile, "\(spelling)") }
+        #expect(
+            try ids(ShelfQuery(type: .ebook, pinnedOnly: true, author: "Jane Austen", search: "ocean"))
+                == Set(
+                    all.filter { $0.bookType == .ebook && $0.pinned && $0.authors == ["Jane Austen"] && $0.title.contains("Ocean") }.map(
+                        \.id)))
+        let authors = try manager.authors()
+        #expect(authors.map(\.name) == ["Ann 0", "Ann 1", "Ann 2", "Ann 3", "Jane Austen", "Mary Shelley"])
+        #expect(authors.first { $0.name == "Jane Austen" }?.books == all.filter { $0.authors == ["Jane Austen"] }.count)
+        #expect(try manager.authors(offset: 4, limit: 1).map(\.name) == ["Jane Austen"])
+    }
+
+    @Test("a cursor stays valid while books are added and removed: no book that was there all along is skipped or repeated")
+    func cursorStability() throws {
+        let (manager, dir) = try cache(100)
+        defer { dir.remove() }
+        for order in ShelfQuery.Order.allCases {
+            var query = ShelfQuery(order: order, limit: 10)
+            var seen: [String] = []
+            var added = 1000
+            let before = Set(try index(dir).allRecords().map(\.id))
+            var removed: Set<String> = []
+            while true {
+                let page = try manager.shelf(query)
+                seen += page.books.map(\.id)
+                // Between pages: a new book (anywhere in the order) and one not yet seen removed
+                let new = try Self.record(added)
+                try index(dir).update { transaction in
+                    transaction[key: new.id] = new
+                    if let victim = before.subtracting(seen).subtracting(removed).sorted().first {
+                        transaction[key: victim] = nil
+                        removed.insert(victim)
+                    }
+                }
+                added += 1
+                guard let next = page.next else { break }
+                query.after = next
+            }
+            #expect(Set(seen).count == seen.count, "\(order): a book repeated")
+            #expect(before.subtracting(removed).isSubset(of: Set(seen)), "\(order): a book that stayed was skipped")
+            let extra = try (1000..<added).map { try Self.record($0).id }
+            let restored = try removed.map { try Self.record(Int($0.dropFirst($0.hasPrefix("ebook-") ? 7 : 10))!) }
+            try index(dir).update { transaction in
+                for id in extra { transaction[key: id] = nil }
+                for record in restored { transaction[key: record.id] = record }
+            }
+        }
+    }
+
+    @Test("a cursor of another order, or not a cursor at all, is refused with invalidArgument")
+    func badCursors() throws {
+        let (manager, dir) = try cache(20)
+        defer { dir.remove() }
+        let titleCursor = try #require(try manager.shelf(ShelfQuery(order: .title, limit: 5)).next)
+        let newestCursor = try #require(try manager.shelf(ShelfQuery(order: .newest, limit: 5)).next)
+        #expect(try manager.shelf(ShelfQuery(order: .title, limit: 5, after: titleCursor)).books.count == 5)
+        for (order, cursor) in [
+            (ShelfQuery.Order.newest, titleCursor), (.title, newestCursor), (.size, "x"), (.newest, ""), (.newest, "W3RydWUsImEiXQ"),
+            (.title, String(repeating: "A", count: 5000)),
+        ] {
+            let error = #expect(throws: BookCacheError.self) { try manager.shelf(ShelfQuery(order: order, after: cursor)) }
+            #expect(error?.kind == .invalidArgument, "\(order) \(cursor.prefix(20))")
+        }
+        #expect(
+            try BookCacheManager(configuration: .init(rootDirectory: dir.url.appendingPathComponent("none"))).shelf(ShelfQuery()).books
+                .isEmpty)
+    }
+}
