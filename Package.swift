@@ -77,6 +77,8 @@ let package = Package(
             dependencies: [
                 "BookCache",
                 "DownloadQueue",
+                // OpenSSL's PBKDF2 and random bytes for the OPDS reader password.
+                "CBookCacheShims",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -30,12 +30,18 @@ public struct APIServer: Sendable {
         public var bodyTimeout: Duration
         /// Event streams (`/api/v1/events`) open at once; another is answered `503`.
         public var maxEventStreams: Int
+        /// More names (or addresses) the service answers to in `Host`, beside its listening
+        /// address and the loopback names: the machine's name or LAN address, so other devices
+        /// (e-readers) reach it. Each is matched with the port.
+        public var hostNames: [String]
 
         /// Creates options.
         public init(
             host: String = "127.0.0.1", port: Int = 8787, maxBodyBytes: Int = 8 << 20, maxConnections: Int = 1024,
-            idleTimeout: Duration = .seconds(30), bodyTimeout: Duration = .seconds(30), maxEventStreams: Int = 512
+            idleTimeout: Duration = .seconds(30), bodyTimeout: Duration = .seconds(30), maxEventStreams: Int = 512,
+            hostNames: [String] = []
         ) {
+            self.hostNames = hostNames
             self.host = host
             self.port = port
             self.maxBodyBytes = maxBodyBytes
@@ -70,7 +76,7 @@ public struct APIServer: Sendable {
     /// - Parameter onRunning: Called with the port once the server listens.
     public func run(onRunning: @escaping @Sendable (Int) async -> Void) async throws {
         let router = Router(context: ServiceRequestContext.self)
-        let allowed = HostList(Self.allowedHosts(host: options.host, port: options.port))
+        let allowed = HostList(Self.allowedHosts(host: options.host, port: options.port, names: options.hostNames))
         // Every request, routed or not: its Host and the spelling of its target.
         router.add(middleware: FrontDoorMiddleware(allowedHosts: allowed))
         let streams = EventStreams(service: service, limits: .init(maxStreams: options.maxEventStreams), logger: logger)
@@ -86,7 +92,7 @@ public struct APIServer: Sendable {
             services: [runner, streams],
             onServerRunning: { channel in
                 let port = channel.localAddress?.port ?? options.port
-                allowed.set(Self.allowedHosts(host: options.host, port: port))
+                allowed.set(Self.allowedHosts(host: options.host, port: port, names: options.hostNames))
                 await onRunning(port)
             },
             logger: logger)
@@ -94,9 +100,9 @@ public struct APIServer: Sendable {
     }
 
     /// `Host` values the service answers to: its address and the loopback names, with the port.
-    static func allowedHosts(host: String, port: Int) -> Set<String> {
+    static func allowedHosts(host: String, port: Int, names more: [String] = []) -> Set<String> {
         var names: Set<String> = ["localhost", "127.0.0.1", "[::1]"]
-        names.insert(host.contains(":") && !host.hasPrefix("[") ? "[\(host)]" : host)
+        for name in [host] + more { names.insert(name.contains(":") && !name.hasPrefix("[") ? "[\(name)]" : name) }
         return Set(names.map { "\($0.lowercased()):\(port)" })
     }
 
@@ -142,6 +148,9 @@ public struct APIServer: Sendable {
                     .setCookie: "\(ServiceAccess.cookieName)=\(session); Path=/; HttpOnly; SameSite=Strict",
                 ])
         }
+
+        // The catalogue for e-readers: its own door (a reader login, or the token or a session).
+        addOPDSRoutes(to: router, readers: ReaderLogins(cacheRoot: manager.layout.root))
 
         // Default deny: everything below, and every path no route matches, needs the token or
         // a session, decided on the route the router matched — never on how the path is spelled.

@@ -181,7 +181,7 @@ public struct ServiceSetupError: Error, Sendable, CustomStringConvertible {
     /// What is wrong and what to do.
     public var message: String
 
-    init(_ message: String) {
+    package init(_ message: String) {
         self.message = message
     }
 

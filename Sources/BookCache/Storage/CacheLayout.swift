@@ -53,6 +53,8 @@ public struct CacheLayout: Sendable, Hashable {
     package var serviceInfoFile: URL { root.appendingPathComponent("service.json") }
     /// The API token of `bookcache serve`.
     package var serviceTokenFile: URL { root.appendingPathComponent("service.token") }
+    /// The OPDS catalogue's reader login (a salted hash of its password).
+    package var readerPasswordFile: URL { root.appendingPathComponent("opds-password.json") }
 
     /// A cover's partial file while it downloads.
     func partialCoverFile(for id: BookID) -> URL {

@@ -47,6 +47,25 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Event streams (/api/v1/events) open at once (1–100000); another is answered 503.")
     var maxEventStreams = 512
 
+    @Option(
+        name: .customLong("host-name"),
+        help: ArgumentHelp(
+            "Another name or address the service answers to (repeatable): this machine's name or LAN address, for e-readers and browsers on other devices.",
+            valueName: "name"))
+    var hostNames: [String] = []
+
+    @Flag(
+        help:
+            "Set the OPDS catalogue's reader login (for e-readers, at /opds): the password is read from standard input (asked for twice, unshown, on a terminal) and kept hashed; then exit."
+    )
+    var opdsPassword = false
+
+    @Option(help: ArgumentHelp("The user name of the reader login --opds-password sets.", valueName: "name"))
+    var opdsUser = "reader"
+
+    @Flag(help: "Remove the OPDS reader login and exit (the catalogue then takes only the token and the page's session).")
+    var noOpdsPassword = false
+
     @Flag(help: "Print the API token (making it when there is none) and exit.")
     var printToken = false
 
@@ -55,6 +74,10 @@ struct ServeCommand: AsyncParsableCommand {
 
     func run() async throws {
         let root = CacheLayout.defaultRoot(explicit: global.cacheDir)
+        if opdsPassword || noOpdsPassword {
+            try Self.setReaderLogin(root, user: noOpdsPassword ? nil : opdsUser)
+            return
+        }
         if printToken || loginLink {
             let access = try Self.access(root)
             if printToken {
@@ -76,6 +99,9 @@ struct ServeCommand: AsyncParsableCommand {
         if let concurrency, !(1...64).contains(concurrency) { throw ValidationError("--concurrency must be between 1 and 64") }
         if !(1...3600).contains(idleTimeout) { throw ValidationError("--idle-timeout must be between 1 and 3600 seconds") }
         if !(1...100_000).contains(maxEventStreams) { throw ValidationError("--max-event-streams must be between 1 and 100000") }
+        for name in hostNames where !Self.isHostName(name) {
+            throw ValidationError("--host-name \(name) is not a host name or an IP address (letters, digits, '-', '.', or an IPv6 address in [ ])")
+        }
         // As nginx and Go do: the soft open-file limit (1024 under systemd) up to the hard one,
         // and connections capped below it, so idle clients cannot use up the descriptors that
         // downloads, the index and the listening socket need.
@@ -103,7 +129,7 @@ struct ServeCommand: AsyncParsableCommand {
             service: service, access: access,
             options: .init(
                 host: host, port: port, maxConnections: connections, idleTimeout: .seconds(idleTimeout), bodyTimeout: .seconds(idleTimeout),
-                maxEventStreams: maxEventStreams),
+                maxEventStreams: maxEventStreams, hostNames: hostNames.map { $0.lowercased() }),
             logger: logger)
         let pid = getpid()
         let shownHost = host.contains(":") ? "[\(host)]" : host
@@ -119,6 +145,17 @@ struct ServeCommand: AsyncParsableCommand {
                 Terminal.write("bookcache serve: \(root.path) at \(url)")
                 Terminal.write("web page (one-time login link): \(url)/login?code=\(access.newLoginCode())")
                 Terminal.write("API token: \(ServiceInfo.tokenFile(in: root).path)")
+                let catalogueHost = hostNames.first.map { $0.contains(":") && !$0.hasPrefix("[") ? "[\($0)]" : $0 } ?? shownHost
+                Terminal.write("OPDS catalogue for e-readers: http://\(catalogueHost):\(port)/opds (OPDS 2: /opds/v2)")
+                do throws(ServiceSetupError) {
+                    if let login = try ReaderPassword.read(in: root) {
+                        Terminal.write("  reader login: \(login.user) (bookcache serve --opds-password changes it)")
+                    } else {
+                        Terminal.write("  no reader login yet: set one with bookcache serve --opds-password")
+                    }
+                } catch {
+                    Terminal.writeError("warning: \(error.message)")
+                }
             }
         } catch {
             ServiceInfo.remove(in: root, pid: pid)
@@ -143,6 +180,73 @@ struct ServeCommand: AsyncParsableCommand {
         } catch {
             Terminal.writeError("error: \(error.message)")
             throw ExitCode(73)
+        }
+    }
+
+    /// Sets (or, with no `user`, removes) the OPDS reader login of the cache at `root`.
+    static func setReaderLogin(_ root: URL, user: String?) throws {
+        do {
+            guard let user else {
+                let removed = try ReaderPassword.remove(in: root)
+                Terminal.write(removed ? "removed the OPDS reader login" : "there was no OPDS reader login")
+                return
+            }
+            let password: String
+            if Terminal.stdinIsTerminal {
+                let first = try readUnshown("OPDS reader password for \(user): ")
+                let again = try readUnshown("again: ")
+                guard first == again else { throw ServiceSetupError("the two passwords differ; nothing was changed") }
+                password = first
+            } else {
+                guard let line = readLine(strippingNewline: true) else {
+                    throw ServiceSetupError("give the password on standard input (one line)")
+                }
+                password = line
+            }
+            let login = try ReaderPassword(user: user, password: password)
+            _ = try access(root)  // the cache folder, 0700
+            try login.write(in: root)
+            Terminal.write("set the OPDS reader login: user \(user); e-readers log in with it at http://HOST:PORT/opds")
+        } catch let error as ServiceSetupError {
+            Terminal.writeError("error: \(error.message)")
+            throw ExitCode(64)
+        }
+    }
+
+    /// A line read from the terminal with echo off.
+    private static func readUnshown(_ prompt: String) throws -> String {
+        FileHandle.standardError.write(Data(prompt.utf8))
+        var saved = termios()
+        let canHide = tcgetattr(STDIN_FILENO, &saved) == 0
+        if canHide {
+            var quiet = saved
+            quiet.c_lflag &= ~tcflag_t(ECHO)
+            tcsetattr(STDIN_FILENO, TCSAFLUSH, &quiet)
+        }
+        defer {
+            if canHide { tcsetattr(STDIN_FILENO, TCSAFLUSH, &saved) }
+            FileHandle.standardError.write(Data("\n".utf8))
+        }
+        guard let line = readLine(strippingNewline: true) else { throw ServiceSetupError("no password was typed") }
+        return line
+    }
+
+    /// A DNS name, an IPv4 address, or an IPv6 address (bare or in brackets).
+    static func isHostName(_ name: String) -> Bool {
+        guard !name.isEmpty, name.utf8.count <= 253 else { return false }
+        let bare = name.hasPrefix("[") && name.hasSuffix("]") ? String(name.dropFirst().dropLast()) : name
+        if bare.contains(":") {
+            return bare.utf8.allSatisfy { byte in
+                (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte | 0x20)
+                    || byte == UInt8(ascii: ":") || byte == UInt8(ascii: ".")
+            }
+        }
+        return name.split(separator: ".", omittingEmptySubsequences: false).allSatisfy { label in
+            !label.isEmpty && label.utf8.count <= 63 && !label.hasPrefix("-") && !label.hasSuffix("-")
+                && label.utf8.allSatisfy { byte in
+                    (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte | 0x20)
+                        || byte == UInt8(ascii: "-")
+                }
         }
     }
 

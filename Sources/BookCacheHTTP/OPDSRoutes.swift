@@ -1,0 +1,151 @@
+import BookCache
+import DownloadQueue
+import Foundation
+import Hummingbird
+import NIOCore
+
+extension APIServer {
+    /// `/opds…`: the catalogue for e-readers, behind its own door (``OPDSAccessMiddleware``).
+    func addOPDSRoutes(to router: Router<ServiceRequestContext>, readers: ReaderLogins) {
+        let manager = service.manager
+        let catalogue = OPDSCatalogue(manager: manager)
+        let opds = router.group("opds")
+            .add(
+                middleware: OPDSAccessMiddleware(
+                    access: access, readers: readers, client: { $0.channel.remoteAddress?.ipAddress ?? "unknown" })
+            )
+            .add(middleware: APIErrorMiddleware())
+
+        for flavour in [OPDSCatalogue.Flavour.atom, .json] {
+            let group = flavour == .atom ? opds : opds.group("v2")
+            group.get { request, _ -> Response in
+                let strings = Self.strings(request)
+                return Self.feed(try await catalogue.root(flavour, strings: strings), flavour, request)
+            }
+            let selections: [(String, OPDSCatalogue.Selection)] = [
+                ("new", .newest), ("ebooks", .type(.ebook)), ("magazines", .type(.magazine)), ("pinned", .pinned),
+            ]
+            for (path, selection) in selections {
+                group.get(RouterPath(path)) { request, _ -> Response in
+                    let after = try Self.parameter("after", of: request)
+                    let feed = try await catalogue.books(selection, after: after, flavour, strings: Self.strings(request))
+                    return Self.feed(feed, flavour, request)
+                }
+            }
+            group.get("author") { request, _ -> Response in
+                guard let name = try Self.parameter("name", of: request), !name.isEmpty else {
+                    throw APIBadRequest(message: "name the author: \(flavour.root)/author?name=NAME")
+                }
+                let feed = try await catalogue.books(
+                    .author(name), after: try Self.parameter("after", of: request), flavour, strings: Self.strings(request))
+                return Self.feed(feed, flavour, request)
+            }
+            group.get("search") { request, _ -> Response in
+                let key = flavour == .atom ? "q" : "query"
+                guard let terms = try Self.parameter(key, of: request) ?? Self.parameter("q", of: request),
+                    !terms.trimmingCharacters(in: .whitespaces).isEmpty
+                else {
+                    throw APIBadRequest(message: "say what to search for: \(flavour.root)/search?\(key)=WORDS")
+                }
+                let feed = try await catalogue.books(
+                    .search(terms), after: try Self.parameter("after", of: request), flavour, strings: Self.strings(request))
+                return Self.feed(feed, flavour, request)
+            }
+            group.get("authors") { request, _ -> Response in
+                let offsetText = try Self.parameter("offset", of: request)
+                guard let offset = offsetText.map({ Int($0) }) ?? 0, (0...10_000_000).contains(offset) else {
+                    throw APIBadRequest(message: "offset must be a number of authors to skip")
+                }
+                return Self.feed(try await catalogue.authors(offset: offset, flavour, strings: Self.strings(request)), flavour, request)
+            }
+        }
+        opds.get("search.xml") { request, _ -> Response in
+            Response(
+                status: .ok,
+                headers: [
+                    .contentType: "application/opensearchdescription+xml; charset=utf-8", .cacheControl: "no-store",
+                    .vary: "Accept-Language",
+                ],
+                body: ResponseBody(byteBuffer: ByteBuffer(string: OPDSCatalogue.openSearchDescription(strings: Self.strings(request)))))
+        }
+        for method in [HTTPRequest.Method.get, .head] {
+            opds.on("books/:id/file", method: method) { request, context -> Response in
+                let book = try await Self.book(context, in: manager)
+                let url = method == .head ? manager.layout.url(forRelativePath: book.localPath) : try await manager.open(try book.bookID)
+                var response = BookFile.response(
+                    for: url, book: book, range: request.headers[.range], ifRange: request.headers[.ifRange], headOnly: method == .head)
+                response.headers[.contentDisposition] = Self.attachment(book)
+                response.headers[.contentSecurityPolicy] = "sandbox; default-src 'none'"
+                return response
+            }
+            opds.on("books/:id/cover", method: method) { _, context -> Response in
+                let book = try await Self.book(context, in: manager)
+                guard let path = book.coverPath, let type = OPDSCatalogue.imageType(path) else {
+                    throw APINotFound(kind: "noCover", message: "\(book.id) has no cached cover")
+                }
+                let url = manager.layout.url(forRelativePath: path)
+                let data: Data
+                do {
+                    data = try await BlockingWork.run { () throws -> Data in try Data(contentsOf: url) }
+                } catch {
+                    throw APINotFound(kind: "noCover", message: "\(book.id)'s cover cannot be read (\(error)); run bookcache verify")
+                }
+                return Response(
+                    status: .ok,
+                    headers: [
+                        .contentType: type, .contentLength: "\(data.count)", .cacheControl: "private, max-age=86400",
+                        .contentSecurityPolicy: "sandbox; default-src 'none'",
+                    ],
+                    body: method == .head ? ResponseBody() : ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
+            }
+        }
+    }
+
+    /// The feed in its flavour's media type, in the request's language.
+    static func feed(_ feed: OPDSCatalogue.Feed, _ flavour: OPDSCatalogue.Flavour, _ request: Request) -> Response {
+        let type = feed.isNavigation ? flavour.navigationType : flavour.acquisitionType
+        let body: ByteBuffer =
+            switch flavour {
+            case .atom: ByteBuffer(string: feed.atom(updated: Date()))
+            case .json: ByteBuffer(bytes: feed.json())
+            }
+        return Response(
+            status: .ok,
+            headers: [
+                .contentType: type + (flavour == .atom ? "; charset=utf-8" : ""), .cacheControl: "no-store",
+                .contentLanguage: BookCacheLanguage(acceptLanguage: request.headers[.acceptLanguage]).rawValue,
+                .vary: "Accept-Language",
+            ],
+            body: ResponseBody(byteBuffer: body))
+    }
+
+    static func strings(_ request: Request) -> [String: String] {
+        BookCacheLanguage(acceptLanguage: request.headers[.acceptLanguage]).strings(in: .module)
+    }
+
+    /// A query parameter, at most 1,000 bytes and without control characters (`400` otherwise);
+    /// `nil` when absent.
+    static func parameter(_ name: String, of request: Request) throws -> String? {
+        guard let value = request.uri.queryParameters.get(name) else { return nil }
+        guard value.utf8.count <= 1000 else { throw APIBadRequest(message: "\(name) is longer than 1,000 bytes") }
+        guard !value.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else {
+            throw APIBadRequest(message: "\(name) holds a control character")
+        }
+        return value
+    }
+
+    /// `Content-Disposition` naming the file after the book's title (`Title.epub`): an ASCII
+    /// fallback and the UTF-8 name (RFC 6266), without path separators, quotes or control characters.
+    static func attachment(_ book: CachedBookMetadata) -> String {
+        let ext = book.format == .pdf ? "pdf" : "epub"
+        var name = String(
+            book.title.unicodeScalars.map { scalar -> Character in
+                scalar.value < 0x20 || scalar.value == 0x7F || "/\\\"".unicodeScalars.contains(scalar) ? "_" : Character(scalar)
+            }
+        ).trimmingCharacters(in: .whitespaces)
+        if name.isEmpty || name.hasPrefix(".") { name = book.bookId }
+        name = String(name.prefix(120))
+        let ascii = String(name.unicodeScalars.map { $0.isASCII && $0 != "%" && $0 != ";" ? Character($0) : "_" })
+        return "attachment; filename=\"\(ascii).\(ext)\"; filename*=UTF-8''\(OPDSCatalogue.percentEncoded(name)).\(ext)"
+    }
+}
