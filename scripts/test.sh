@@ -41,6 +41,13 @@ if ! command -v tmux >/dev/null 2>&1; then
   echo "installing tmux for the live display test" >&2
   scripts/apt-install.sh tmux || echo "warning: tmux could not be installed; the live display test will be skipped" >&2
 fi
+# Parsers that are not ours for the OPDS catalogue of bookcache serve: feedparser (OPDS 1.2, Atom)
+# and jsonschema with the OPDS 2.0 and Readium schemas in Fixtures/opds-schemas, in a venv of their own.
+if ! .build/test-python/bin/python3 -c 'import feedparser, jsonschema' >/dev/null 2>&1; then
+  echo "installing feedparser and jsonschema (PyPI) into .build/test-python for the OPDS test" >&2
+  { python3 -m venv .build/test-python && .build/test-python/bin/pip install -q feedparser==6.0.14 jsonschema==4.26.0; } \
+    || echo "warning: feedparser or jsonschema could not be installed; the OPDS reader test will fail and say so" >&2
+fi
 # The code is formatted as .swift-format says (swift format format -i -r Sources Tests Examples Package.swift fixes it).
 swift format lint --strict -r Sources Tests Examples Package.swift
 swift build

@@ -25,7 +25,7 @@ final class ReaderLogins: Sendable {
     private let now: @Sendable () -> ContinuousClock.Instant
 
     private struct State {
-        /// The login file's identity (inode, size, change time) when last read, and its login.
+        /// The login file's identity (inode, size, modification time, mode) when last read, and its login.
         var stamp: [Int64] = []
         var login: ReaderPassword?
         var loadProblem: String?
@@ -90,6 +90,7 @@ final class ReaderLogins: Sendable {
             stamp = [
                 (attributes[.systemFileNumber] as? NSNumber)?.int64Value ?? 0, (attributes[.size] as? NSNumber)?.int64Value ?? 0,
                 Int64(((attributes[.modificationDate] as? Date)?.timeIntervalSince1970 ?? 0) * 1e6),
+                (attributes[.posixPermissions] as? NSNumber)?.int64Value ?? 0,
             ]
         } else {
             stamp = []
@@ -135,7 +136,9 @@ final class ReaderLogins: Sendable {
             }
             if state.failures.count >= Self.maxTrackedClients {
                 state.failures = state.failures.filter { at - $0.value.since < Self.failureWindow }
-                if state.failures.count >= Self.maxTrackedClients, let oldest = state.failures.min(by: { $0.value.since < $1.value.since })?.key {
+                if state.failures.count >= Self.maxTrackedClients,
+                    let oldest = state.failures.min(by: { $0.value.since < $1.value.since })?.key
+                {
                     state.failures.removeValue(forKey: oldest)
                 }
             }

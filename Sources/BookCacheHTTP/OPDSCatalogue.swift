@@ -98,10 +98,12 @@ struct OPDSCatalogue: Sendable {
             id: "urn:bookcache:root", title: "BookCache", links: links,
             navigation: [
                 NavigationEntry(
-                    id: "urn:bookcache:new", title: text("Newest", strings), summary: books(count(nil)), count: count(nil), href: root + "/new",
+                    id: "urn:bookcache:new", title: text("Newest", strings), summary: books(count(nil)), count: count(nil),
+                    href: root + "/new",
                     rel: "http://opds-spec.org/sort/new", type: flavour.acquisitionType),
                 NavigationEntry(
-                    id: "urn:bookcache:ebooks", title: text("E-books", strings), summary: books(count(.ebook)), count: count(.ebook), href: root + "/ebooks",
+                    id: "urn:bookcache:ebooks", title: text("E-books", strings), summary: books(count(.ebook)), count: count(.ebook),
+                    href: root + "/ebooks",
                     rel: "subsection", type: flavour.acquisitionType),
                 NavigationEntry(
                     id: "urn:bookcache:magazines", title: text("Magazines", strings), summary: books(count(.magazine)),
@@ -110,7 +112,8 @@ struct OPDSCatalogue: Sendable {
                     id: "urn:bookcache:authors", title: text("By author", strings), summary: nil, href: root + "/authors",
                     rel: "subsection", type: flavour.navigationType),
                 NavigationEntry(
-                    id: "urn:bookcache:pinned", title: text("Pinned", strings), summary: books(pinned), count: pinned, href: root + "/pinned",
+                    id: "urn:bookcache:pinned", title: text("Pinned", strings), summary: books(pinned), count: pinned,
+                    href: root + "/pinned",
                     rel: "subsection", type: flavour.acquisitionType),
             ])
     }
@@ -177,7 +180,8 @@ struct OPDSCatalogue: Sendable {
         }
         let root = flavour.root
         var links = [
-            Link(rel: "self", href: Self.href(root + "/authors", offset > 0 ? [("offset", "\(offset)")] : []), type: flavour.navigationType),
+            Link(
+                rel: "self", href: Self.href(root + "/authors", offset > 0 ? [("offset", "\(offset)")] : []), type: flavour.navigationType),
             Link(rel: "start", href: root, type: flavour.navigationType),
             Link(rel: "up", href: root, type: flavour.navigationType),
         ]

@@ -35,10 +35,16 @@ extension OPDSCatalogue.Feed {
         return xml
     }
 
-    /// The feed as OPDS 2.0 JSON.
-    func json() -> Data {
+    /// The feed as OPDS 2.0 JSON. A feed with nothing in it (an empty search, no pinned books)
+    /// holds one navigation link back to the start: OPDS 2.0 wants a feed to have publications,
+    /// navigation or groups, none of them empty.
+    func json(emptyText: String) -> Data {
         var document: [String: Any] = ["metadata": ["title": title, "identifier": id] as [String: Any]]
         document["links"] = links.map(Self.jsonLink)
+        var navigation = self.navigation
+        if navigation.isEmpty && books.isEmpty, let start = links.first(where: { $0.rel == "start" }) {
+            navigation = [.init(id: id, title: emptyText, summary: nil, href: start.href, rel: "start", type: start.type)]
+        }
         if !navigation.isEmpty {
             document["navigation"] = navigation.map { entry -> [String: Any] in
                 var link: [String: Any] = ["href": entry.href, "title": entry.title, "type": entry.type, "rel": entry.rel]
@@ -46,7 +52,7 @@ extension OPDSCatalogue.Feed {
                 return link
             }
         }
-        if !books.isEmpty || navigation.isEmpty {
+        if !books.isEmpty {
             var metadata = document["metadata"] as? [String: Any] ?? [:]
             metadata["itemsPerPage"] = OPDSCatalogue.pageSize
             document["metadata"] = metadata
@@ -99,6 +105,7 @@ extension OPDSCatalogue.Feed {
         var object: [String: Any] = ["rel": link.rel, "href": link.href, "type": link.type]
         if let title = link.title { object["title"] = title }
         if link.templated { object["templated"] = true }
+        if let length = link.length, length > 0 { object["size"] = length }
         return object
     }
 

@@ -107,7 +107,7 @@ extension APIServer {
         let body: ByteBuffer =
             switch flavour {
             case .atom: ByteBuffer(string: feed.atom(updated: Date()))
-            case .json: ByteBuffer(bytes: feed.json())
+            case .json: ByteBuffer(bytes: feed.json(emptyText: strings(request)["Nothing here yet: back to the catalogue"] ?? ""))
             }
         return Response(
             status: .ok,

@@ -31,7 +31,8 @@ public struct ReaderPassword: Codable, Sendable, Hashable {
     /// A new login with a random salt.
     /// - Throws: ``ServiceSetupError`` when the user name or password is not usable.
     public init(user: String, password: String) throws(ServiceSetupError) {
-        guard !user.isEmpty, user.utf8.count <= 64, !user.contains(":"), user.unicodeScalars.allSatisfy({ $0.value >= 0x20 && $0 != "\u{7F}" })
+        guard !user.isEmpty, user.utf8.count <= 64, !user.contains(":"),
+            user.unicodeScalars.allSatisfy({ $0.value >= 0x20 && $0 != "\u{7F}" })
         else {
             throw ServiceSetupError("the reader user name must be 1–64 characters, without a colon or control characters")
         }

@@ -100,7 +100,8 @@ struct ServeCommand: AsyncParsableCommand {
         if !(1...3600).contains(idleTimeout) { throw ValidationError("--idle-timeout must be between 1 and 3600 seconds") }
         if !(1...100_000).contains(maxEventStreams) { throw ValidationError("--max-event-streams must be between 1 and 100000") }
         for name in hostNames where !Self.isHostName(name) {
-            throw ValidationError("--host-name \(name) is not a host name or an IP address (letters, digits, '-', '.', or an IPv6 address in [ ])")
+            throw ValidationError(
+                "--host-name \(name) is not a host name or an IP address (letters, digits, '-', '.', or an IPv6 address in [ ])")
         }
         // As nginx and Go do: the soft open-file limit (1024 under systemd) up to the hard one,
         // and connections capped below it, so idle clients cannot use up the descriptors that

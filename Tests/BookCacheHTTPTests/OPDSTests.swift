@@ -1,0 +1,143 @@
+import BookCache
+import Foundation
+import Synchronization
+import Testing
+
+@testable import BookCacheHTTP
+
+/// The OPDS catalogue's parts on their own: escaping, file names, the reader login and its limits.
+@Suite("OPDS parts")
+struct OPDSTests {
+    func book(title: String, format: BookFormat = .epub) throws -> CachedBookMetadata {
+        CachedBookMetadata(
+            id: try BookID(type: .ebook, bookId: "b1"), title: title, coverUrl: nil, fileUrl: "https://x/b1", localPath: "ebooks/b1.epub",
+            fileSize: 10, downloadedAt: Date(timeIntervalSince1970: 0), lastAccessedAt: Date(timeIntervalSince1970: 0),
+            checksum: String(repeating: "a", count: 64), format: format, etag: nil, lastModified: nil)
+    }
+
+    @Test("text for XML: markup escaped, characters XML 1.0 cannot hold dropped (a control character would make readers refuse the feed)")
+    func escaping() throws {
+        #expect(OPDSCatalogue.Feed.escape("a\u{1}b\u{7}c\u{1B}[31m\u{FFFE}\u{FFFF}") == "abc[31m")
+        #expect(OPDSCatalogue.Feed.escape("<a href=\"x\">'&'</a>") == "&lt;a href=&quot;x&quot;&gt;&apos;&amp;&apos;&lt;/a&gt;")
+        #expect(OPDSCatalogue.Feed.escape("tab\tline\nreturn\r 中文 😀") == "tab\tline\nreturn\r 中文 😀")
+        var record = try book(title: "Bad\u{0}title <b>")
+        record.authors = ["A\u{8}uthor"]
+        let feed = OPDSCatalogue.Feed(id: "urn:x", title: "T\u{2}", links: [], books: [record])
+        let xml = feed.atom(updated: Date(timeIntervalSince1970: 0))
+        #expect(xml.contains("<title>Badtitle &lt;b&gt;</title>"))
+        #expect(xml.contains("<name>Author</name>"))
+        #expect(!xml.unicodeScalars.contains { $0.value < 0x20 && $0 != "\n" })
+        // The same feed as JSON keeps the text (JSON escapes what it must)
+        let json = try #require(try JSONSerialization.jsonObject(with: feed.json(emptyText: "")) as? [String: Any])
+        let publication = try #require((json["publications"] as? [[String: Any]])?.first)
+        #expect((publication["metadata"] as? [String: Any])?["title"] as? String == "Bad\u{0}title <b>")
+    }
+
+    @Test("an empty feed in OPDS 2.0 leads back to the start instead of an empty list (the schema wants one item at least)")
+    func emptyJSONFeed() throws {
+        let feed = OPDSCatalogue.Feed(
+            id: "urn:x", title: "Pinned", links: [.init(rel: "start", href: "/opds/v2", type: "application/opds+json")], books: [])
+        let json = try #require(try JSONSerialization.jsonObject(with: feed.json(emptyText: "Nothing here")) as? [String: Any])
+        #expect(json["publications"] == nil)
+        let navigation = try #require(json["navigation"] as? [[String: Any]])
+        #expect(
+            navigation.count == 1 && navigation[0]["href"] as? String == "/opds/v2" && navigation[0]["title"] as? String == "Nothing here")
+    }
+
+    @Test("the file is named after its title: no path separators, quotes or control characters; a UTF-8 name beside an ASCII one")
+    func attachmentNames() throws {
+        #expect(
+            APIServer.attachment(try book(title: "Pride and Prejudice"))
+                == #"attachment; filename="Pride and Prejudice.epub"; filename*=UTF-8''Pride%20and%20Prejudice.epub"#)
+        let hostile = APIServer.attachment(try book(title: "a/../b\\c\"\r\nSet-Cookie: x=1; y%", format: .pdf))
+        #expect(!hostile.contains("\r") && !hostile.contains("\n"))
+        #expect(
+            hostile
+                == #"attachment; filename="a_.._b_c___Set-Cookie: x=1_ y_.pdf"; filename*=UTF-8''a_.._b_c___Set-Cookie%3A%20x%3D1%3B%20y%25.pdf"#,
+            "\(hostile)")
+        #expect(APIServer.attachment(try book(title: "../../etc/passwd")).contains(#"filename="b1.epub""#), "a name that starts with a dot")
+        #expect(
+            APIServer.attachment(try book(title: "Émile 中文")).contains(
+                #"filename="_mile __.epub"; filename*=UTF-8''%C3%89mile%20%E4%B8%AD%E6%96%87.epub"#))
+        // A title that is nothing, or a hidden file's name, is the book's id
+        #expect(APIServer.attachment(try book(title: "  ")).contains(#"filename="b1.epub""#))
+        #expect(APIServer.attachment(try book(title: ".bashrc")).contains(#"filename="b1.epub""#))
+    }
+
+    @Test("Basic values: base64 of user:password, the first colon splits; anything else is no login")
+    func basicValues() {
+        func basic(_ text: String) -> String { "Basic " + Data(text.utf8).base64EncodedString() }
+        #expect(ReaderLogins.decodeBasic(basic("kobo:pa:ss")).map { [$0.0, $0.1] } == ["kobo", "pa:ss"])
+        #expect(ReaderLogins.decodeBasic("basic " + Data("u:p".utf8).base64EncodedString()).map { [$0.0, $0.1] } == ["u", "p"])
+        #expect(ReaderLogins.decodeBasic(basic("no colon")) == nil)
+        #expect(ReaderLogins.decodeBasic("Basic !!!") == nil)
+        #expect(ReaderLogins.decodeBasic("Bearer " + Data("u:p".utf8).base64EncodedString()) == nil)
+        #expect(ReaderLogins.decodeBasic("Basic " + String(repeating: "QUFB", count: 2000)) == nil, "over 4 KiB")
+        #expect(ReaderLogins.decodeBasic("Basic " + Data([0x75, 0x3A, 0xFF, 0xFE]).base64EncodedString()) == nil, "not UTF-8")
+    }
+
+    @Test("the reader password: kept as a salted hash; the right user and password pass, anything else fails; unusable ones are refused")
+    func readerPassword() throws {
+        let login = try ReaderPassword(user: "kobo", password: "correct horse")
+        let again = try ReaderPassword(user: "kobo", password: "correct horse")
+        #expect(login.hash != again.hash, "a salt of its own")
+        #expect(login.verify(user: "kobo", password: "correct horse"))
+        #expect(!login.verify(user: "kobo", password: "correct horsE"))
+        #expect(!login.verify(user: "Kobo", password: "correct horse"))
+        #expect(!login.verify(user: "kobo", password: ""))
+        for (user, password) in [("", "12345678"), ("a:b", "12345678"), ("u\u{1}", "12345678"), ("u", "1234567"), ("u", "pass\nword")] {
+            #expect(throws: ServiceSetupError.self) { try ReaderPassword(user: user, password: password) }
+        }
+    }
+
+    @Test("the login file: 0600 when written; refused when others may read it; a login set or removed while serving takes effect")
+    func loginFile() async throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("opds-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: root) }
+        let clock = Mutex(ContinuousClock.now)
+        let readers = ReaderLogins(cacheRoot: root, now: { clock.withLock { $0 } })
+        let value = "Basic " + Data("kobo:correct horse".utf8).base64EncodedString()
+        #expect(await readers.check(basic: value, client: "a") == .notSet(nil))
+
+        try ReaderPassword(user: "kobo", password: "correct horse").write(in: root)
+        let file = root.appendingPathComponent("opds-password.json")
+        let mode = try FileManager.default.attributesOfItem(atPath: file.path)[.posixPermissions] as? NSNumber
+        #expect(mode?.intValue == 0o600)
+        #expect(await readers.check(basic: value, client: "a") == .reader)
+
+        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: file.path)
+        #expect(throws: ServiceSetupError.self) { try ReaderPassword.read(in: root) }
+        guard case .notSet(let problem?) = await readers.check(basic: value, client: "a") else {
+            Issue.record("a login file others may read is not used")
+            return
+        }
+        #expect(problem.contains("chmod 600"))
+
+        try ReaderPassword(user: "kobo", password: "another one").write(in: root)
+        #expect(await readers.check(basic: value, client: "a") == .wrong, "the old password no longer opens it")
+        #expect(try ReaderPassword.remove(in: root))
+        #expect(await readers.check(basic: value, client: "b") == .notSet(nil))
+        #expect(try !ReaderPassword.remove(in: root))
+    }
+
+    @Test("ten failures in a minute block that address (not others) until the minute has passed")
+    func failureWindow() async throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("opds-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: root) }
+        try ReaderPassword(user: "kobo", password: "correct horse").write(in: root)
+        let start = ContinuousClock.now
+        let clock = Mutex(start)
+        let readers = ReaderLogins(cacheRoot: root, now: { clock.withLock { $0 } })
+        let right = "Basic " + Data("kobo:correct horse".utf8).base64EncodedString()
+        let wrong = "Basic " + Data("kobo:guess".utf8).base64EncodedString()
+        for _ in 0..<ReaderLogins.maxFailures { #expect(await readers.check(basic: wrong, client: "10.0.0.9") == .wrong) }
+        #expect(await readers.check(basic: right, client: "10.0.0.9") == .tooMany(retryAfter: 61))
+        #expect(await readers.check(basic: right, client: "10.0.0.8") == .reader, "another address is not blocked")
+        clock.withLock { $0 = start + .seconds(30) }
+        #expect(await readers.check(basic: right, client: "10.0.0.9") == .tooMany(retryAfter: 31))
+        clock.withLock { $0 = start + .seconds(61) }
+        #expect(await readers.check(basic: right, client: "10.0.0.9") == .reader)
+    }
+}
