@@ -106,6 +106,10 @@ enum WebPage {
           </form>
           <div id="sources"></div>
         </section>
+        <footer class="muted">
+          <p>{{Catalogue for e-readers (OPDS), with the reader login bookcache serve --opds-password sets:}}
+            <code id="opds"></code></p>
+        </footer>
         <script>
         "use strict";
         const LANG = "{{lang}}";
@@ -127,6 +131,7 @@ enum WebPage {
           while (value >= 1000 && unit < units.length - 1) { value /= 1000; unit++; }
           return (unit ? value.toLocaleString(LANG, { minimumFractionDigits: 1, maximumFractionDigits: 1 }) : value) + " " + units[unit]; };
         const when = (iso) => iso ? new Date(iso).toLocaleString(LANG) : t("never");
+        document.getElementById("opds").textContent = location.origin + "/opds";
         function notice(html) { const box = document.getElementById("notice"); box.innerHTML = html; box.style.display = "block"; }
         const jobs = new Map();
 

@@ -37,6 +37,9 @@ def check(browser):
     page.evaluate(until(f"document.querySelector('#usage') && /{expected[1]}/.test(document.querySelector('#usage').textContent)"))
     if page.evaluate("document.documentElement.lang") != expected[0]:
         raise RuntimeError(f"the page's language is {page.evaluate('document.documentElement.lang')}, not {expected[0]}")
+    opds = page.evaluate("document.getElementById('opds').textContent")
+    if opds != page.evaluate("location.origin") + "/opds":
+        raise RuntimeError(f"the page shows the OPDS catalogue's address as {opds!r}")
     if page.evaluate("document.cookie.includes('bookcache_session')"):
         raise RuntimeError("the session cookie is readable by scripts; it must be HttpOnly")
     if "login" in page.evaluate("location.pathname"):
