@@ -7,6 +7,7 @@ rebuild from sidecars can be measured on.
 
     python3 Benchmarks/make-index.py CACHE COUNT SOURCE [--sidecars]
 """
+import datetime
 import hashlib
 import json
 import os
@@ -21,12 +22,16 @@ os.makedirs(os.path.join(cache, "partial"), exist_ok=True)
 data = open(source, "rb").read()
 digest = hashlib.sha256(data).hexdigest()
 books = {}
+start = datetime.datetime(2025, 1, 1)
 for i in range(count):
     key = f"ebook-book{i}"
     books[key] = {
         "id": key, "bookType": "ebook", "bookId": f"book{i}", "title": f"Book number {i}",
         "fileUrl": f"http://127.0.0.1:1/book{i}.epub", "localPath": f"ebooks/book{i}.epub",
-        "fileSize": len(data), "downloadedAt": "2026-01-01T00:00:00.000Z",
+        "fileSize": len(data),
+        # a book a minute, and 5,000 authors: the catalogue's newest order and searches have work to do
+        "downloadedAt": (start + datetime.timedelta(minutes=i)).strftime("%Y-%m-%dT%H:%M:%S.000Z"),
+        "authors": [f"Author {i % 5000}"],
         "lastAccessedAt": f"2026-01-01T00:{(i // 60) % 60:02d}:{i % 60:02d}.000Z",
         "checksum": digest, "format": "epub", "etag": f'"e{i}"', "pinned": False, "outdated": False,
     }

@@ -336,7 +336,21 @@ private let foldFunction: @convention(c) (OpaquePointer?, Int32, UnsafeMutablePo
         sqlite3_result_null(context)
         return
     }
-    let folded = SQLiteDatabase.fold(String(cString: text))
+    let length = Int(sqlite3_value_bytes(value))
+    let bytes = UnsafeBufferPointer(start: text, count: length)
+    // ASCII (most titles and names) is lowercased here, byte by byte: ICU's folding, for every
+    // row of a search, took 4 µs a value.
+    if !bytes.contains(where: { $0 >= 0x80 }) {
+        withUnsafeTemporaryAllocation(of: CChar.self, capacity: max(length, 1)) { folded in
+            for index in 0..<length {
+                let byte = bytes[index]
+                folded[index] = CChar(bitPattern: (0x41...0x5A).contains(byte) ? byte + 0x20 : byte)
+            }
+            sqlite3_result_text(context, folded.baseAddress, Int32(length), unsafeBitCast(-1, to: sqlite3_destructor_type.self))
+        }
+        return
+    }
+    let folded = SQLiteDatabase.fold(String(decoding: bytes, as: UTF8.self))
     sqlite3_result_text(context, folded, -1, unsafeBitCast(-1, to: sqlite3_destructor_type.self))
 }
 

@@ -48,6 +48,14 @@ final class SQLiteIndex {
         CREATE INDEX IF NOT EXISTS book_type ON book(bookType);
         CREATE INDEX IF NOT EXISTS book_lru ON book(pinned, lastAccessedAt, id, fileSize);
         CREATE INDEX IF NOT EXISTS source_book ON book_source(source);
+        """ + shelfIndexes
+
+    /// The orders a shelf page is read in most (newest first, by title), so a page is a walk of
+    /// an index from the cursor, not a sort of every book. Added to an index made before them
+    /// the first time it is opened for writing (older versions keep them up to date unknowingly).
+    static let shelfIndexes = """
+        CREATE INDEX IF NOT EXISTS book_new ON book(downloadedAt, id);
+        CREATE INDEX IF NOT EXISTS book_title ON book(title COLLATE NOCASE, id);
         """
 
     static let columns =
@@ -71,7 +79,11 @@ final class SQLiteIndex {
                 .newerSchema(Int(version)), operation: "open \(path)",
                 message: "the index is from a newer version of bookcache (schema \(version))")
         }
-        guard version < Self.schemaVersion, !database.isReadOnly else { return }
+        guard !database.isReadOnly else { return }
+        guard version < Self.schemaVersion else {
+            try ensureShelfIndexes()
+            return
+        }
         var populated = 0
         do {
             try database.writing { () throws(SQLiteError) in
@@ -100,6 +112,23 @@ final class SQLiteIndex {
         }
         // After a large import, fold the log into the database so the next process opens it at once.
         if populated > 0 { try database.execute("PRAGMA wal_checkpoint(TRUNCATE)") }
+    }
+
+    /// Makes the shelf's indexes when the database has not got them yet (one sort each; a
+    /// second for a million books). A read of the schema otherwise.
+    private func ensureShelfIndexes() throws(SQLiteError) {
+        let check = try database.statement(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name IN ('book_new', 'book_title')")
+        let present = try check.step() ? check.int64(0) : 0
+        check.reset()
+        guard present < 2 else { return }
+        do {
+            try database.writing { () throws(SQLiteError) in try database.execute(Self.shelfIndexes) }
+        } catch {
+            switch error {
+            case .database(let failure), .body(let failure): throw failure
+            }
+        }
     }
 
     private static func userVersion(_ database: SQLiteDatabase) throws(SQLiteError) -> Int64 {
@@ -222,8 +251,8 @@ final class SQLiteIndex {
                 case .text(let value): text(value)
                 }
             let id = text(cursor.id)
-            let beyond = descending ? "<" : ">"
-            conditions.append("(\(column) \(beyond) \(key) OR (\(column) = \(key) AND id \(beyond) \(id)))")
+            // A row value, which SQLite reads as a range of the order's index
+            conditions.append("(\(column), id) \(descending ? "<" : ">") (\(key), \(id))")
         }
         let direction = descending ? "DESC" : "ASC"
         let filter = conditions.isEmpty ? "" : " WHERE " + conditions.joined(separator: " AND ")
