@@ -19,8 +19,10 @@ struct ServeCommand: AsyncParsableCommand {
             database and end cached, failed or cancelled through restarts and kills; downloads that \
             cannot reach their server wait for the network. The API needs 'Authorization: Bearer TOKEN' \
             (the token is in CACHE/service.token, printed by --print-token); the web page is opened \
-            with the one-time login link printed at start. SIGTERM or SIGINT stops the service; \
-            unfinished jobs stay queued and their partial files are resumed at the next start.
+            with the one-time login link printed at start. E-readers browse and download the cached books \
+            from the OPDS catalogue at /opds (OPDS 1.2) and /opds/v2 (OPDS 2.0) with the reader login set by \
+            --opds-password; other devices reach the service by a --host-name. SIGTERM or SIGINT stops the \
+            service; unfinished jobs stay queued and their partial files are resumed at the next start.
             """
     )
 
