@@ -44,6 +44,17 @@ final class IndexStore: Sendable {
         return try withIndex { index throws(SQLiteError) in try index.record(id.description) }
     }
 
+    /// The cached book of `type` whose file came from `url` (the same URL but for its login,
+    /// fragment and the case of its scheme and host), if one is.
+    func record(sameURLAs url: URL, type: BookType) throws(BookCacheError) -> CachedBookMetadata? {
+        guard FileManager.default.fileExists(atPath: layout.root.path) else { return nil }
+        let key = BookDownloadRequest.identityKey(for: url)
+        let found = try withIndex { index throws(SQLiteError) in
+            try index.records(fileURL: url.absoluteString, spellings: [key], type: type)
+        }
+        return found.sorted { $0.id < $1.id }.first { URL(string: $0.fileUrl).map(BookDownloadRequest.identityKey(for:)) == key }
+    }
+
     /// Every record, in id order; empty when there is no cache yet.
     func allRecords() throws(BookCacheError) -> [CachedBookMetadata] {
         // A cache that was never created has nothing in it; reading must not create it.

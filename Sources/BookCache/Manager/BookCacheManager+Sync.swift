@@ -5,7 +5,8 @@ import Logging
 extension BookCacheManager {
     /// Keeps the first `keep` books of a source cached, and removes the books an earlier sync of
     /// the same source brought in that are no longer among them — never books added by
-    /// ``download(_:onEvent:)``, and never pinned ones.
+    /// ``download(_:onEvent:)``, never pinned ones, and never one another source still lists.
+    /// An entry whose URL is cached already under another id is that book (one URL, one book).
     ///
     /// A catalogue is read as a reader app would: from a navigation feed (calibre-server's root,
     /// an OPDS 2 `navigation`), the newest-first section is followed (`rel` `sort/new`, else a
@@ -79,10 +80,11 @@ extension BookCacheManager {
                     let id = request.id
                     do throws(BookCacheError) {
                         let result = try await self.download(request, onEvent: { onEvent(id, $0) })
+                        // The book's own id: a URL already cached under another id is that book
                         return (
                             position,
                             SyncReport.Item(
-                                id: id.description, status: result.wasAlreadyCached ? .alreadyCached : .cached, evicted: result.evicted,
+                                id: result.metadata.id, status: result.wasAlreadyCached ? .alreadyCached : .cached, evicted: result.evicted,
                                 warnings: result.wasAlreadyCached ? [] : result.metadata.warnings)
                         )
                     } catch {

@@ -292,6 +292,10 @@ public actor BookCacheManager {
     /// killed process) is resumed by the next download of the same book. Another process
     /// downloading the same book is waited for, and its result is reported as already cached.
     ///
+    /// One URL, one book: when the request's id is derived from its URL (or a sync asks), and
+    /// that URL is cached already under another id of the same type, that book is the answer
+    /// (its record names its id) and nothing is fetched.
+    ///
     /// - Parameters:
     ///   - request: What to download.
     ///   - onEvent: Called with each event of the download (for the call that started it).
@@ -301,6 +305,14 @@ public actor BookCacheManager {
         _ request: BookDownloadRequest,
         onEvent: @escaping @Sendable (DownloadEvent) -> Void = { _ in }
     ) async throws(BookCacheError) -> BookDownloadResult {
+        var request = request
+        // One URL, one book: a URL cached under another id (by hand, or by another source) is
+        // that book, unless the caller named the id itself.
+        if !request.replaceExisting, request.idDerivedFromURL || request.syncSource != nil, inFlight[request.id] == nil,
+            try store.record(request.id) == nil, let same = try store.record(sameURLAs: request.url, type: request.id.type)
+        {
+            request.id = try same.bookID
+        }
         let id = request.id
         if let flight = inFlight[id] {
             try request.checkSameBook(asFrom: flight.url.absoluteString)
@@ -339,8 +351,9 @@ public actor BookCacheManager {
         let context = DownloadContext(
             layout: layout, store: store, queue: queue, configuration: configuration, evictor: evictionRunner, usage: usageTracker,
             events: bookEvents, publisher: publisher, logger: logger)
+        let asked = request
         let task = Task {
-            try await context.run(request) { event in
+            try await context.run(asked) { event in
                 if case .progress(_, let value) = event { progress.value = value }
                 onEvent(event)
                 listeners.yield(event)

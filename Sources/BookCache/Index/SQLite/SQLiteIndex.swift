@@ -51,11 +51,14 @@ final class SQLiteIndex {
         """ + shelfIndexes
 
     /// The orders a shelf page is read in most (newest first, by title), so a page is a walk of
-    /// an index from the cursor, not a sort of every book. Added to an index made before them
-    /// the first time it is opened for writing (older versions keep them up to date unknowingly).
+    /// an index from the cursor, not a sort of every book; and the file's URL, so a URL cached
+    /// under one id is found when it is asked for under another. Added to an index made before
+    /// them the first time it is opened for writing (older versions keep them up to date
+    /// unknowingly).
     static let shelfIndexes = """
         CREATE INDEX IF NOT EXISTS book_new ON book(downloadedAt, id);
         CREATE INDEX IF NOT EXISTS book_title ON book(title COLLATE NOCASE, id);
+        CREATE INDEX IF NOT EXISTS book_url ON book(fileUrl);
         """
 
     static let columns =
@@ -118,10 +121,10 @@ final class SQLiteIndex {
     /// second for a million books). A read of the schema otherwise.
     private func ensureShelfIndexes() throws(SQLiteError) {
         let check = try database.statement(
-            "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name IN ('book_new', 'book_title')")
+            "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name IN ('book_new', 'book_title', 'book_url')")
         let present = try check.step() ? check.int64(0) : 0
         check.reset()
-        guard present < 2 else { return }
+        guard present < 3 else { return }
         do {
             try database.writing { () throws(SQLiteError) in try database.execute(Self.shelfIndexes) }
         } catch {
@@ -149,6 +152,22 @@ final class SQLiteIndex {
         var record = try Self.record(from: statement)
         record.syncSources = try sources(of: id)
         return record
+    }
+
+    /// The records of `type` whose file URL is `url` or one of `spellings`.
+    func records(fileURL url: String, spellings: [String], type: BookType) throws(SQLiteError) -> [CachedBookMetadata] {
+        let statement = try database.statement("SELECT \(Self.columns) FROM book WHERE fileUrl IN (?1, ?2, ?3) AND bookType = ?4")
+        defer { statement.reset() }
+        let candidates = ([url] + spellings + [url, url]).prefix(3)
+        for (offset, candidate) in candidates.enumerated() { statement.bind(candidate, at: Int32(offset + 1)) }
+        statement.bind(type.rawValue, at: 4)
+        var records: [CachedBookMetadata] = []
+        while try statement.step() {
+            var record = try Self.record(from: statement)
+            record.syncSources = try sources(of: record.id)
+            records.append(record)
+        }
+        return records
     }
 
     /// Every record (or every one of a type), in id order, one at a time.
