@@ -5,7 +5,8 @@
 # browser, in English, German and Chinese — with a Chinese font, fonts-wqy-zenhei; its screenshots
 # are kept in .build/test-artifacts/) and tmux (the live display in a real
 # terminal at 60 and 120 columns); when they cannot be installed, those
-# tests are skipped and say why.
+# tests are skipped and say why. From PyPI, in venvs under .build: calibre-web (the sync test against
+# it) and feedparser with jsonschema (the OPDS catalogue read by parsers that are not ours).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -47,6 +48,12 @@ if ! .build/test-python/bin/python3 -c 'import feedparser, jsonschema' >/dev/nul
   echo "installing feedparser and jsonschema (PyPI) into .build/test-python for the OPDS test" >&2
   { python3 -m venv .build/test-python && .build/test-python/bin/pip install -q feedparser==6.0.14 jsonschema==4.26.0; } \
     || echo "warning: feedparser or jsonschema could not be installed; the OPDS reader test will fail and say so" >&2
+fi
+# calibre-web (PyPI's calibreweb) beside calibre-server, for the sync test against it, in its own venv.
+if [ ! -x .build/calibre-web/bin/cps ]; then
+  echo "installing calibre-web 0.6.27 (PyPI) into .build/calibre-web for the calibre-web sync test" >&2
+  { python3 -m venv .build/calibre-web && .build/calibre-web/bin/pip install -q calibreweb==0.6.27; } \
+    || { rm -rf .build/calibre-web; echo "warning: calibre-web could not be installed; its test will be skipped" >&2; }
 fi
 # The code is formatted as .swift-format says (swift format format -i -r Sources Tests Examples Package.swift fixes it).
 swift format lint --strict -r Sources Tests Examples Package.swift
