@@ -3,19 +3,33 @@
 file, ebooks/book0.epub, is real (copied from SOURCE); the others exist only in the index, which
 is all `list` reads. With --sidecars, every book also gets its sidecar and its file (a hard link
 to the one real file, so a million books take a million inodes, not a million copies): a cache a
-rebuild from sidecars can be measured on.
+rebuild from sidecars can be measured on. With --covers, every third book has a cover (one small
+PNG, ebooks/cover.png, shared).
 
-    python3 Benchmarks/make-index.py CACHE COUNT SOURCE [--sidecars]
+    python3 Benchmarks/make-index.py CACHE COUNT SOURCE [--sidecars] [--covers]
 """
 import datetime
 import hashlib
 import json
 import os
 import shutil
+import struct
 import sys
+import zlib
 
 cache, count, source = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 sidecars = "--sidecars" in sys.argv[4:]
+covers = "--covers" in sys.argv[4:]
+
+
+def png(width, height, rgb):
+    """A PNG of one colour, written by hand (no imaging library needed)."""
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+    rows = b"".join(b"\x00" + bytes(rgb) * width for _ in range(height))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+
 os.makedirs(os.path.join(cache, "ebooks"), exist_ok=True)
 os.makedirs(os.path.join(cache, "magazines"), exist_ok=True)
 os.makedirs(os.path.join(cache, "partial"), exist_ok=True)
@@ -35,7 +49,12 @@ for i in range(count):
         "lastAccessedAt": f"2026-01-01T00:{(i // 60) % 60:02d}:{i % 60:02d}.000Z",
         "checksum": digest, "format": "epub", "etag": f'"e{i}"', "pinned": False, "outdated": False,
     }
+    if covers and i % 3 == 0:
+        books[key]["coverPath"] = "ebooks/cover.png"
 shutil.copyfile(source, os.path.join(cache, "ebooks", "book0.epub"))
+if covers:
+    with open(os.path.join(cache, "ebooks", "cover.png"), "wb") as handle:
+        handle.write(png(60, 90, (70, 110, 160)))
 if sidecars:
     first = os.path.join(cache, "ebooks", "book0.epub")
     for i, (key, record) in enumerate(books.items()):

@@ -181,13 +181,35 @@ public struct APIServer: Sendable {
             guard let job = found else { throw APINotFound(kind: "notFound", message: "no job \(id)") }
             return APIResponse.json(APIJob(job: job))
         }
+        api.post("jobs/:id/retry") { _, context -> Response in
+            let id = context.parameters.get("id") ?? ""
+            guard let job = try await service.retry(id) else { throw APINotFound(kind: "notFound", message: "no job \(id)") }
+            return APIResponse.json(APIJob(job: job))
+        }
         api.delete("jobs/:id") { _, context -> Response in
             let id = context.parameters.get("id") ?? ""
             guard let job = try await service.cancel(id) else { throw APINotFound(kind: "notFound", message: "no job \(id)") }
             return APIResponse.json(APIJob(job: job))
         }
 
-        api.get("books") { _, _ -> Response in
+        api.get("books") { request, _ -> Response in
+            // With any of limit, after, sort, q, author, type or status: one page of the shelf,
+            // `{"books": [...], "next": CURSOR}`, read from the index. Without: every book.
+            if let query = try Self.shelfQuery(request) {
+                let buffer = try await BlockingWork.run { () throws(BookCacheError) -> ByteBuffer in
+                    let page = try manager.shelf(query)
+                    var buffer = ByteBuffer(string: #"{"books": "#)
+                    var writer = BookListJSON.Writer { bytes in buffer.writeBytes(bytes) }
+                    for book in page.books { writer.add(book) }
+                    writer.finish()
+                    // A cursor is base64url: nothing in it needs escaping in a JSON string
+                    buffer.writeString(page.next.map { #", "next": "\#($0)"}"# } ?? #", "next": null}"#)
+                    return buffer
+                }
+                return Response(
+                    status: .ok, headers: [.contentType: "application/json; charset=utf-8", .cacheControl: "no-store"],
+                    body: ResponseBody(byteBuffer: buffer))
+            }
             // `{"books": [...]}`, the array as `list --json` writes it: read row by row and written
             // by hand on a blocking-work thread (JSONEncoder took 2.3 s and 536 MiB for 100,000).
             let buffer = try await BlockingWork.run { () throws(BookCacheError) -> ByteBuffer in
@@ -201,6 +223,18 @@ public struct APIServer: Sendable {
             return Response(
                 status: .ok, headers: [.contentType: "application/json; charset=utf-8", .cacheControl: "no-store"],
                 body: ResponseBody(byteBuffer: buffer))
+        }
+        api.delete("books") { _, _ -> Response in
+            // Clear all: every book of the cache (the page asks first).
+            let removed = try await manager.clear()
+            for id in removed { service.bookRemoved(id.description) }
+            struct Cleared: Encodable { var removed: Int }
+            return APIResponse.json(Cleared(removed: removed.count))
+        }
+        api.delete("jobs") { _, _ -> Response in
+            // Clear finished: forget the jobs that have ended; queued and running ones stay.
+            struct Cleared: Encodable { var removed: Int }
+            return APIResponse.json(Cleared(removed: try await service.removeEndedJobs()))
         }
         api.get("stats") { _, _ -> Response in
             APIResponse.json(try await manager.statistics())
@@ -227,8 +261,15 @@ public struct APIServer: Sendable {
                 let book = try await Self.book(context, in: manager)
                 // A GET is a read and records the access (as `bookcache path` does); a HEAD is not.
                 let url = method == .head ? manager.layout.url(forRelativePath: book.localPath) : try await manager.open(try book.bookID)
-                return BookFile.response(
+                var response = BookFile.response(
                     for: url, book: book, range: request.headers[.range], ifRange: request.headers[.ifRange], headOnly: method == .head)
+                // Saved (or handed to the phone's reader) as Title.epub
+                response.headers[.contentDisposition] = Self.attachment(book)
+                response.headers[.contentSecurityPolicy] = "sandbox; default-src 'none'"
+                return response
+            }
+            api.on("books/:id/cover", method: method) { _, context -> Response in
+                try await Self.coverResponse(try await Self.book(context, in: manager), manager: manager, headOnly: method == .head)
             }
         }
 
@@ -329,6 +370,62 @@ extension APIServer {
             defer { group.cancelAll() }
             return try await group.next()!
         }
+    }
+
+    /// The shelf query of `GET /books?limit=&after=&sort=&q=&author=&type=&status=`; `nil` when
+    /// none of them is given (the whole listing).
+    /// - Throws: ``APIBadRequest`` for a value that is not one of those documented.
+    static func shelfQuery(_ request: Request) throws -> ShelfQuery? {
+        let names = ["limit", "after", "sort", "q", "author", "type", "status"]
+        guard try names.contains(where: { try parameter($0, of: request) != nil }) else { return nil }
+        var query = ShelfQuery(limit: 50)
+        if let text = try parameter("limit", of: request) {
+            guard let limit = Int(text), (1...ShelfQuery.maxLimit).contains(limit) else {
+                throw APIBadRequest(message: "limit must be a number from 1 to \(ShelfQuery.maxLimit)")
+            }
+            query.limit = limit
+        }
+        if let sort = try parameter("sort", of: request) {
+            guard let order = ShelfQuery.Order(rawValue: sort) else {
+                throw APIBadRequest(message: "sort must be one of \(ShelfQuery.Order.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+            query.order = order
+        }
+        if let type = try parameter("type", of: request) {
+            guard let bookType = BookType(rawValue: type) else { throw APIBadRequest(message: "type must be ebook or magazine") }
+            query.type = bookType
+        }
+        switch try parameter("status", of: request) {
+        case nil, "all": break
+        case "pinned": query.pinnedOnly = true
+        case "outdated": query.outdatedOnly = true
+        default: throw APIBadRequest(message: "status must be all, pinned or outdated")
+        }
+        query.search = try parameter("q", of: request)
+        query.author = try parameter("author", of: request).flatMap { $0.isEmpty ? nil : $0 }
+        query.after = try parameter("after", of: request).flatMap { $0.isEmpty ? nil : $0 }
+        return query
+    }
+
+    /// A book's cached cover, with its media type; 404 when it has none.
+    static func coverResponse(_ book: CachedBookMetadata, manager: BookCacheManager, headOnly: Bool) async throws -> Response {
+        guard let path = book.coverPath, let type = OPDSCatalogue.imageType(path) else {
+            throw APINotFound(kind: "noCover", message: "\(book.id) has no cached cover")
+        }
+        let url = manager.layout.url(forRelativePath: path)
+        let data: Data
+        do {
+            data = try await BlockingWork.run { () throws -> Data in try Data(contentsOf: url) }
+        } catch {
+            throw APINotFound(kind: "noCover", message: "\(book.id)'s cover cannot be read (\(error)); run bookcache verify")
+        }
+        return Response(
+            status: .ok,
+            headers: [
+                .contentType: type, .contentLength: "\(data.count)", .cacheControl: "private, max-age=86400",
+                .contentSecurityPolicy: "sandbox; default-src 'none'",
+            ],
+            body: headOnly ? ResponseBody() : ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
     }
 
     /// The cached book the route's `:id` names; 404 when it is not cached.

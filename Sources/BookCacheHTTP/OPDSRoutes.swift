@@ -79,24 +79,7 @@ extension APIServer {
                 return response
             }
             opds.on("books/:id/cover", method: method) { _, context -> Response in
-                let book = try await Self.book(context, in: manager)
-                guard let path = book.coverPath, let type = OPDSCatalogue.imageType(path) else {
-                    throw APINotFound(kind: "noCover", message: "\(book.id) has no cached cover")
-                }
-                let url = manager.layout.url(forRelativePath: path)
-                let data: Data
-                do {
-                    data = try await BlockingWork.run { () throws -> Data in try Data(contentsOf: url) }
-                } catch {
-                    throw APINotFound(kind: "noCover", message: "\(book.id)'s cover cannot be read (\(error)); run bookcache verify")
-                }
-                return Response(
-                    status: .ok,
-                    headers: [
-                        .contentType: type, .contentLength: "\(data.count)", .cacheControl: "private, max-age=86400",
-                        .contentSecurityPolicy: "sandbox; default-src 'none'",
-                    ],
-                    body: method == .head ? ResponseBody() : ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
+                try await Self.coverResponse(try await Self.book(context, in: manager), manager: manager, headOnly: method == .head)
             }
         }
     }
@@ -123,15 +106,28 @@ extension APIServer {
         BookCacheLanguage(acceptLanguage: request.headers[.acceptLanguage]).strings(in: .module)
     }
 
-    /// A query parameter, at most 1,000 bytes and without control characters (`400` otherwise);
-    /// `nil` when absent.
+    /// A query parameter, decoded as forms and browsers encode it (`+` is a space, `%XX` a
+    /// byte), at most 1,000 bytes and without control characters (`400` otherwise); `nil` when
+    /// absent. The first of a repeated parameter counts.
     static func parameter(_ name: String, of request: Request) throws -> String? {
-        guard let value = request.uri.queryParameters.get(name) else { return nil }
-        guard value.utf8.count <= 1000 else { throw APIBadRequest(message: "\(name) is longer than 1,000 bytes") }
-        guard !value.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else {
-            throw APIBadRequest(message: "\(name) holds a control character")
+        guard let query = request.uri.query else { return nil }
+        for pair in query.split(separator: "&", omittingEmptySubsequences: true) {
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            guard decode(parts[0]) == name else { continue }
+            guard let value = parts.count > 1 ? decode(parts[1]) : "" else {
+                throw APIBadRequest(message: "\(name) is not percent-encoded UTF-8")
+            }
+            guard value.utf8.count <= 1000 else { throw APIBadRequest(message: "\(name) is longer than 1,000 bytes") }
+            guard !value.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else {
+                throw APIBadRequest(message: "\(name) holds a control character")
+            }
+            return value
         }
-        return value
+        return nil
+    }
+
+    private static func decode(_ text: Substring) -> String? {
+        text.replacingOccurrences(of: "+", with: " ").removingPercentEncoding
     }
 
     /// `Content-Disposition` naming the file after the book's title (`Title.epub`): an ASCII

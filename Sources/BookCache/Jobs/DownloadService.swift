@@ -234,6 +234,48 @@ public actor DownloadService {
         return job
     }
 
+    /// Queues a failed or cancelled job again, with its attempts counted from zero: its URL, id
+    /// and title (a login or headers it was submitted with are not kept once a job ends — they
+    /// are not stored at rest — so submit such a job again with them). A job that has not ended,
+    /// or ended cached, is returned as it is; a book with another job not yet ended gets that job.
+    /// - Returns: The job as it is now; `nil` when there is no such job.
+    public func retry(_ id: String) throws(BookCacheError) -> ServiceJob? {
+        guard var job = try store().job(id) else { return nil }
+        guard job.state == .failed || job.state == .cancelled else { return withLiveProgress(job) }
+        if let active = try store().activeJob(forBook: job.bookId) { return withLiveProgress(active) }
+        let book = try BookID(parsing: job.bookId)
+        // The job keeps its URL with the login shown as ***: without it
+        var url = URLComponents(string: job.url)
+        url?.user = nil
+        url?.password = nil
+        var line: [String: String] = ["url": url?.string ?? job.url, "id": book.bookId, "type": book.type.rawValue]
+        if let title = job.title { line["title"] = title }
+        let entry: String
+        do {
+            entry = String(decoding: try JSONEncoder().encode(line), as: UTF8.self)
+        } catch {
+            preconditionFailure("a dictionary of strings always encodes: \(error)")
+        }
+        job.state = .queued
+        job.error = nil
+        job.attempts = 0
+        job.bytes = 0
+        job.total = nil
+        job.nextAttemptAt = nil
+        job.updatedAt = now()
+        try store().requeue(job, entry: entry)
+        broadcast.yield(.job(job))
+        wakeup.signal()
+        return job
+    }
+
+    /// Forgets the jobs that have ended (cached, failed or cancelled); their books stay as they
+    /// are. Jobs still queued or running are kept.
+    /// - Returns: How many jobs were forgotten.
+    public func removeEndedJobs() throws(BookCacheError) -> Int {
+        try store().removeEnded()
+    }
+
     /// What happens to jobs, books and sources from now on.
     public nonisolated func events() -> AsyncStream<ServiceEvent> {
         broadcast.stream()

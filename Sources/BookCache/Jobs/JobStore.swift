@@ -192,6 +192,31 @@ final class JobStore {
         }
     }
 
+    /// Queues an ended job again with `entry` as its manifest line.
+    func requeue(_ job: ServiceJob, entry: String) throws(BookCacheError) {
+        try write(durable: true) { () throws(SQLiteError) in
+            let update = try database.statement(
+                """
+                UPDATE service_job SET state = ?2, bytes = 0, total = NULL, errorKind = NULL, errorMessage = NULL, attempts = 0,
+                    updatedAt = ?3, nextAttemptAt = NULL, entry = ?4 WHERE id = ?1
+                """)
+            update.bind(job.id, at: 1)
+            update.bind(ServiceJob.State.queued.rawValue, at: 2)
+            update.bind(job.updatedAt.timeIntervalSince1970, at: 3)
+            update.bind(entry, at: 4)
+            try update.run()
+        }
+    }
+
+    /// Removes the jobs that have ended (cached, failed, cancelled).
+    /// - Returns: How many were removed.
+    func removeEnded() throws(BookCacheError) -> Int {
+        try write(durable: true) { () throws(SQLiteError) in
+            try database.execute("DELETE FROM service_job WHERE state IN ('cached', 'failed', 'cancelled')")
+            return database.changes()
+        }
+    }
+
     // MARK: - Sources
 
     /// Inserts or replaces a scheduled source, durably.

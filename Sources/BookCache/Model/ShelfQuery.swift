@@ -31,6 +31,8 @@ public struct ShelfQuery: Sendable, Hashable {
     public var type: BookType?
     /// Only pinned books.
     public var pinnedOnly: Bool
+    /// Only books a check found outdated (the server has a newer copy).
+    public var outdatedOnly = false
     /// Only books with this author, exactly as the catalogue named them.
     public var author: String?
     /// Words every one of which appears in the title or an author's name, ignoring case and

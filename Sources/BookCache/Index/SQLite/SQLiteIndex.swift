@@ -50,7 +50,7 @@ final class SQLiteIndex {
         CREATE INDEX IF NOT EXISTS source_book ON book_source(source);
         """ + shelfIndexes
 
-    /// The orders a shelf page is read in most (newest first, by title), so a page is a walk of
+    /// The orders a shelf page is read in most (newest, recently read, by title), so a page is a walk of
     /// an index from the cursor, not a sort of every book; and the file's URL, so a URL cached
     /// under one id is found when it is asked for under another. Added to an index made before
     /// them the first time it is opened for writing (older versions keep them up to date
@@ -58,6 +58,7 @@ final class SQLiteIndex {
     static let shelfIndexes = """
         CREATE INDEX IF NOT EXISTS book_new ON book(downloadedAt, id);
         CREATE INDEX IF NOT EXISTS book_title ON book(title COLLATE NOCASE, id);
+        CREATE INDEX IF NOT EXISTS book_read ON book(lastAccessedAt, id);
         CREATE INDEX IF NOT EXISTS book_url ON book(fileUrl);
         """
 
@@ -121,10 +122,10 @@ final class SQLiteIndex {
     /// second for a million books). A read of the schema otherwise.
     private func ensureShelfIndexes() throws(SQLiteError) {
         let check = try database.statement(
-            "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name IN ('book_new', 'book_title', 'book_url')")
+            "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name IN ('book_new', 'book_title', 'book_read', 'book_url')")
         let present = try check.step() ? check.int64(0) : 0
         check.reset()
-        guard present < 3 else { return }
+        guard present < 4 else { return }
         do {
             try database.writing { () throws(SQLiteError) in try database.execute(Self.shelfIndexes) }
         } catch {
@@ -248,6 +249,7 @@ final class SQLiteIndex {
         }
         if let type = query.type { conditions.append("bookType = \(text(type.rawValue))") }
         if query.pinnedOnly { conditions.append("pinned = 1") }
+        if query.outdatedOnly { conditions.append("outdated = 1") }
         if let author = query.author {
             conditions.append("EXISTS (SELECT 1 FROM json_each(book.authors) WHERE json_each.value = \(text(author)))")
         }
