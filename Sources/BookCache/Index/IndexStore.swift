@@ -44,15 +44,20 @@ final class IndexStore: Sendable {
         return try withIndex { index throws(SQLiteError) in try index.record(id.description) }
     }
 
-    /// The cached book of `type` whose file came from `url` (the same URL but for its login,
-    /// fragment and the case of its scheme and host), if one is.
-    func record(sameURLAs url: URL, type: BookType) throws(BookCacheError) -> CachedBookMetadata? {
-        guard FileManager.default.fileExists(atPath: layout.root.path) else { return nil }
-        let key = BookDownloadRequest.identityKey(for: url)
-        let found = try withIndex { index throws(SQLiteError) in
-            try index.records(fileURL: url.absoluteString, spellings: [key], type: type)
+    /// The record of `id`, and — when it has none and `url` is given — the cached book of the
+    /// same type whose file came from `url` (the same URL but for its login, fragment and the
+    /// case of its scheme and host): both in one use of the index.
+    func record(
+        _ id: BookID, orSameURLAs url: URL?
+    ) throws(BookCacheError) -> (own: CachedBookMetadata?, sameURL: CachedBookMetadata?) {
+        guard FileManager.default.fileExists(atPath: layout.root.path) else { return (nil, nil) }
+        let key = url.map(BookDownloadRequest.identityKey(for:))
+        return try withIndex { index throws(SQLiteError) in
+            if let own = try index.record(id.description) { return (own, nil) }
+            guard let url, let key else { return (nil, nil) }
+            let found = try index.records(fileURL: url.absoluteString, spellings: [key], type: id.type)
+            return (nil, found.sorted { $0.id < $1.id }.first { URL(string: $0.fileUrl).map(BookDownloadRequest.identityKey(for:)) == key })
         }
-        return found.sorted { $0.id < $1.id }.first { URL(string: $0.fileUrl).map(BookDownloadRequest.identityKey(for:)) == key }
     }
 
     /// Every record, in id order; empty when there is no cache yet.

@@ -157,7 +157,9 @@ final class SQLiteIndex {
 
     /// The records of `type` whose file URL is `url` or one of `spellings`.
     func records(fileURL url: String, spellings: [String], type: BookType) throws(SQLiteError) -> [CachedBookMetadata] {
-        let statement = try database.statement("SELECT \(Self.columns) FROM book WHERE fileUrl IN (?1, ?2, ?3) AND bookType = ?4")
+        // `+bookType`: the URL's index, not the type's (which, without statistics, SQLite took,
+        // scanning every book of the type for each download)
+        let statement = try database.statement("SELECT \(Self.columns) FROM book WHERE fileUrl IN (?1, ?2, ?3) AND +bookType = ?4")
         defer { statement.reset() }
         let candidates = ([url] + spellings + [url, url]).prefix(3)
         for (offset, candidate) in candidates.enumerated() { statement.bind(candidate, at: Int32(offset + 1)) }
@@ -247,7 +249,8 @@ final class SQLiteIndex {
             next += 1
             return "?\(next - 1)"
         }
-        if let type = query.type { conditions.append("bookType = \(text(type.rawValue))") }
+        // `+bookType`: walk the order's index, filtering, rather than sort every book of the type
+        if let type = query.type { conditions.append("+bookType = \(text(type.rawValue))") }
         if query.pinnedOnly { conditions.append("pinned = 1") }
         if query.outdatedOnly { conditions.append("outdated = 1") }
         if let author = query.author {
