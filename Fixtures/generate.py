@@ -149,6 +149,35 @@ def pdf(title, pages=2, compress=False):
     return bytes(out)
 
 
+def pdf_with_image(flip=False):
+    """One page drawing a 64 x 64 grey image kept with FlateDecode; with `flip`, one byte in
+    the middle of the image's compressed data is changed (a reader's image decoder fails)."""
+    pixels = bytes((x * 4 + y * 2) % 256 for y in range(64) for x in range(64))
+    image = bytearray(zlib.compress(pixels, 9))
+    if flip:
+        image[len(image) // 2] ^= 0xFF
+    content = b"q 200 0 0 200 100 400 cm /Im0 Do Q"
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R /Resources << /XObject << /Im0 5 0 R >> >> >>",
+        b"<< /Length %d >>\nstream\n" % len(content) + content + b"\nendstream",
+        b"<< /Type /XObject /Subtype /Image /Width 64 /Height 64 /ColorSpace /DeviceGray /BitsPerComponent 8"
+        b" /Filter /FlateDecode /Length %d >>\nstream\n" % len(image) + bytes(image) + b"\nendstream",
+    ]
+    out = bytearray(b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n")
+    offsets = []
+    for n, body in enumerate(objects, start=1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % n + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    for off in offsets:
+        out += b"%010d 00000 n \n" % off
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    return bytes(out)
+
+
 def set_flag_bits(data, name, bits):
     """Sets general-purpose flag bits of an entry in both its local and central headers."""
     data = bytearray(data)
@@ -190,6 +219,8 @@ def main():
     # Compressed page content, as most PDFs have: what a CRLF conversion damages.
     with open(os.path.join(BOOKS, "compressed.pdf"), "wb") as f:
         f.write(pdf("Compressed content", pages=2, compress=True))
+    with open(os.path.join(BOOKS, "image.pdf"), "wb") as f:
+        f.write(pdf_with_image())
     with open(os.path.join(BOOKS, "trailing-junk.pdf"), "wb") as f:
         f.write(pdf("Trailing junk after EOF") + b"\r\n\x00\x00junk appended by a server\n")
 
@@ -297,6 +328,7 @@ def main():
     full = pdf("Truncated PDF", pages=3)
     open(os.path.join(CORRUPT, "truncated.pdf"), "wb").write(full[: len(full) - 60])
     open(os.path.join(CORRUPT, "empty.pdf"), "wb").write(b"")
+    open(os.path.join(CORRUPT, "image-byte-flipped.pdf"), "wb").write(pdf_with_image(flip=True))
 
 
 if __name__ == "__main__":

@@ -109,3 +109,30 @@ int bookcache_random_bytes(unsigned char *bytes, unsigned int count) {
     if (count > 0x7fffffff) return 0;
     return RAND_bytes(bytes, (int)count);
 }
+
+int bookcache_inflate_check(const void *bytes, unsigned long long count, const char **message) {
+    z_stream stream = {0};
+    unsigned char out[65536];
+    *message = NULL;
+    if (inflateInit(&stream) != Z_OK) return -1;
+    stream.next_in = (Bytef *)bytes;
+    int result = Z_OK;
+    unsigned long long left = count;
+    while (result == Z_OK) {
+        if (stream.avail_in == 0) {
+            if (left == 0) break;
+            unsigned int chunk = left > 0x40000000ULL ? 0x40000000U : (unsigned int)left;
+            stream.avail_in = chunk;
+            left -= chunk;
+        }
+        stream.next_out = out;
+        stream.avail_out = sizeof out;
+        result = inflate(&stream, Z_NO_FLUSH);
+        if (result == Z_BUF_ERROR && stream.avail_in == 0 && left == 0) break;
+        if (result == Z_BUF_ERROR) result = Z_OK;
+    }
+    int verdict = result == Z_STREAM_END ? 0 : (result == Z_DATA_ERROR ? 1 : (result == Z_MEM_ERROR ? -1 : 2));
+    if (verdict == 1) *message = stream.msg;
+    inflateEnd(&stream);
+    return verdict;
+}

@@ -107,6 +107,7 @@ struct BookValidatorTests {
             ("real/pdfjs-xref-command-missing.pdf", "warn: rebuild the cross-reference table"),
             ("real/pdfjs-issue6108.pdf", "warn: rebuild the cross-reference table"),
             ("real/pdfjs-bug1980958.pdf", "refuse: damaged or truncated"),
+            ("real/pdfjs-bug1250079.pdf", "warn: no trailer; its catalog (object 1) was found by scanning"),
             ("real/pdfjs-poppler-85140-0.pdf", "refuse: damaged or truncated"),
         ])
     func realWorld(name: String, verdict: String) throws {
@@ -122,6 +123,31 @@ struct BookValidatorTests {
         }
     }
 
+    @Test(
+        "a byte changed in an image's compressed data is damage (zlib's checksum; qpdf and poppler pass it silently, MuPDF warns), and so is a cut content stream; the whole file is fine"
+    )
+    func damagedStreams() throws {
+        let flipped = Fixtures.books.appendingPathComponent("corrupt/image-byte-flipped.pdf").path
+        let failure = #expect(throws: ValidationFailure.self) { try validator.check(path: flipped) }
+        #expect(
+            failure?.reason == "the image /Im0 on page 1 is damaged: its compressed data is wrong (incorrect data check)",
+            "\(failure?.reason ?? "")")
+        // The same file with the byte as it was
+        #expect(try validator.check(path: Fixtures.books.appendingPathComponent("image.pdf").path).warnings == [])
+        // A content stream whose compressed data stops early (its /Length made to fit)
+        var bytes = try Data(contentsOf: Fixtures.books.appendingPathComponent("compressed.pdf"))
+        let marker = Data("stream\n".utf8)
+        let start = try #require(bytes.range(of: marker)).upperBound
+        let end = try #require(bytes.range(of: Data("\nendstream".utf8), in: start..<bytes.count)).lowerBound
+        let length = end - start
+        bytes.replaceSubrange((start + length / 2)..<end, with: Data(repeating: 0x20, count: length - length / 2))
+        let cut = FileManager.default.temporaryDirectory.appendingPathComponent("cut-stream-\(UUID().uuidString).pdf")
+        try bytes.write(to: cut)
+        defer { try? FileManager.default.removeItem(at: cut) }
+        let cutFailure = #expect(throws: ValidationFailure.self) { try validator.check(path: cut.path) }
+        #expect(cutFailure?.reason.hasPrefix("the content of page 1 is damaged") == true, "\(cutFailure?.reason ?? "")")
+    }
+
     @Test("a password-protected PDF is accepted with a warning: its pages cannot be counted without the password")
     func passwordPDF() throws {
         let report = try validator.check(path: Fixtures.books.appendingPathComponent("quirks/password.pdf").path)
@@ -131,7 +157,7 @@ struct BookValidatorTests {
 
     @Test("a conformant book has no warnings")
     func conformantHasNoWarnings() throws {
-        for name in ["alice.epub", "pride.epub", "nfc-nfd-names.epub", "fixture-monthly-2024-05.pdf", "compressed.pdf"] {
+        for name in ["alice.epub", "pride.epub", "nfc-nfd-names.epub", "fixture-monthly-2024-05.pdf", "compressed.pdf", "image.pdf"] {
             #expect(try validator.check(path: Fixtures.books.appendingPathComponent(name).path).warnings == [], "\(name)")
         }
     }

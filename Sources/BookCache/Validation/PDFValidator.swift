@@ -1,3 +1,4 @@
+import CBookCacheShims
 import CQPDF
 import Foundation
 
@@ -95,6 +96,25 @@ struct PDFValidator {
                 return ["startxref is missing or wrong; the cross-reference section at byte \(section) was used, as readers find it"]
             }
         }
+        // No trailer dictionary at all, so qpdf's reconstruction has no /Root to start from:
+        // readers (poppler, MuPDF) find the document catalog by scanning the objects. Name the
+        // catalog found so in a trailer of our own and let qpdf rebuild the rest.
+        // Only for a file written to its end — a `trailer` or `startxref` keyword after its last
+        // object, damaged since — never for one cut off before its trailer (a cut download looks
+        // like that, and is refused as damaged). Not when an object is numbered past PDF's limit,
+        // 8,388,607: readers part ways there.
+        if case .failed(let reason) = whole, reason.contains("trailer"), bytes.count <= Self.maxRepairCopyBytes,
+            Self.wasWrittenToItsEnd(bytes), let catalog = Self.catalogObject(in: bytes), !Self.hasObjectBeyondLimit(in: bytes)
+        {
+            var repaired = [UInt8](bytes)
+            repaired += Array("\ntrailer\n<< /Root \(catalog.number) \(catalog.generation) R >>\n%%EOF\n".utf8)
+            let reading = repaired.withUnsafeBytes { QPDFReading($0, name: path) }
+            if case .read = reading {
+                return [
+                    "the PDF has no trailer; its catalog (object \(catalog.number)) was found by scanning the file, as readers find it"
+                ]
+            }
+        }
         switch whole {
         case .read:
             return []
@@ -103,6 +123,61 @@ struct PDFValidator {
         case .failed(let reason):
             throw ValidationFailure(reason)
         }
+    }
+
+    /// The object that holds the document catalog (`<< /Type /Catalog … >>`), found as a
+    /// reader's repair finds it: the last `/Type /Catalog` in the file, in the object whose
+    /// `N G obj` comes before it.
+    static func catalogObject(in bytes: UnsafeRawBufferPointer) -> (number: Int, generation: Int)? {
+        var searchEnd = bytes.count
+        while let type = bytes[..<searchEnd].lastRange(of: Array("/Catalog".utf8)) {
+            searchEnd = type.lowerBound
+            // `/Type` before it, with nothing but white space between
+            var before = type.lowerBound
+            while before > 0, bytes[before - 1].isASCIIWhitespace { before -= 1 }
+            guard before >= 5, bytes[(before - 5)..<before].elementsEqual(Array("/Type".utf8)),
+                let object = bytes[..<before].lastRange(of: Array("obj".utf8))
+            else { continue }
+            // "N G obj": two numbers before it, separated by white space
+            var cursor = object.lowerBound
+            func number() -> Int? {
+                while cursor > 0, bytes[cursor - 1].isASCIIWhitespace { cursor -= 1 }
+                var start = cursor
+                while start > 0, bytes[start - 1].isASCIIDigit { start -= 1 }
+                guard start < cursor, cursor - start <= 10 else { return nil }
+                defer { cursor = start }
+                return Int(String(decoding: bytes[start..<cursor], as: UTF8.self))
+            }
+            guard let generation = number(), let objectNumber = number(), objectNumber > 0 else { continue }
+            return (objectNumber, generation)
+        }
+        return nil
+    }
+
+    /// Whether the file goes on past its last `endobj` to a `trailer` or `startxref` keyword: its
+    /// writer reached the end, whatever was damaged afterwards.
+    static func wasWrittenToItsEnd(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        let lastObject = bytes.lastRange(of: Array("endobj".utf8))?.upperBound ?? 0
+        let tail = bytes[lastObject...]
+        return tail.firstRange(of: Array("trailer".utf8)) != nil || tail.firstRange(of: Array("startxref".utf8)) != nil
+    }
+
+    /// Whether an `N G obj` in the file numbers an object past 8,388,607, the most indirect
+    /// objects a PDF may have (ISO 32000-1, annex C).
+    static func hasObjectBeyondLimit(in bytes: UnsafeRawBufferPointer) -> Bool {
+        var searchEnd = bytes.count
+        while let object = bytes[..<searchEnd].lastRange(of: Array(" obj".utf8)) {
+            searchEnd = object.lowerBound
+            var cursor = object.lowerBound
+            // The generation, then white space, then the number
+            while cursor > 0, bytes[cursor - 1].isASCIIDigit { cursor -= 1 }
+            while cursor > 0, bytes[cursor - 1].isASCIIWhitespace { cursor -= 1 }
+            let end = cursor
+            while cursor > 0, bytes[cursor - 1].isASCIIDigit { cursor -= 1 }
+            guard cursor < end else { continue }
+            if end - cursor > 7 || Int(String(decoding: bytes[cursor..<end], as: UTF8.self)) ?? 0 > 8_388_607 { return true }
+        }
+        return false
     }
 
     /// The file length a linearized PDF's first object gives (`<< /Linearized 1 /L 12345 … >>`),
@@ -221,7 +296,121 @@ private enum QPDFReading {
             }
             warnings += decoding
         }
+        // What the pages draw from: embedded font programs and images (Flate and the other
+        // general filters; a JPEG is left to the reader's decoder), each stream once however many
+        // pages share it. A flipped byte in a compressed font or image fails its decoding here.
+        _ = qpdf_push_inherited_attributes_to_page(qpdf)
+        _ = Self.warnings(qpdf)
+        var seen = Set<Int32>()
+        for index in 0..<Int(pages) {
+            let page = qpdf_get_page_n(qpdf, index)
+            let contents = qpdf_oh_get_key(qpdf, page, "/Contents")
+            let contentStreams =
+                qpdf_oh_is_array(qpdf, contents) != QPDF_FALSE
+                ? (0..<qpdf_oh_get_array_n_items(qpdf, contents)).map { qpdf_oh_get_array_item(qpdf, contents, $0) } : [contents]
+            for stream in contentStreams where qpdf_oh_is_stream(qpdf, stream) != QPDF_FALSE {
+                if let damage = Self.flateDamage(qpdf, stream) {
+                    self = .failed("the content of page \(index + 1) is damaged: \(damage)")
+                    return
+                }
+            }
+            for (stream, what) in Self.resourceStreams(qpdf, of: page, depth: 0, seen: &seen) {
+                if let damage = Self.flateDamage(qpdf, stream) {
+                    self = .failed("\(what) on page \(index + 1) is damaged: \(damage)")
+                    return
+                }
+                var buffer: UnsafeMutablePointer<UInt8>?
+                var length = 0
+                let status = qpdf_oh_get_stream_data(qpdf, stream, qpdf_dl_generalized, nil, &buffer, &length)
+                free(buffer)
+                let decoding = Self.warnings(qpdf)
+                let undecodable = decoding.first { $0.contains("error decoding stream data") }
+                if status & QPDF_ERRORS != 0 || undecodable != nil {
+                    let detail = qpdf_get_error(qpdf).map { Self.text(qpdf, $0) } ?? "cannot be decoded"
+                    self = .failed("\(what) on page \(index + 1) is damaged: \(undecodable ?? detail)")
+                    return
+                }
+                warnings += decoding
+            }
+        }
         self = .read(pages: Int(pages), warnings: warnings)
+    }
+
+    /// The font programs and images `owner` (a page or a form) draws with, and its forms'
+    /// content and theirs (three levels at most), each object once (`seen`), with what it is.
+    private static func resourceStreams(
+        _ qpdf: qpdf_data, of owner: qpdf_oh, depth: Int, seen: inout Set<Int32>
+    ) -> [(qpdf_oh, String)] {
+        let resources = qpdf_oh_get_key(qpdf, owner, "/Resources")
+        guard qpdf_oh_is_dictionary(qpdf, resources) != QPDF_FALSE else { return [] }
+        var streams: [(qpdf_oh, String)] = []
+        func once(_ object: qpdf_oh) -> Bool {
+            let id = qpdf_oh_get_object_id(qpdf, object)
+            return id == 0 || seen.insert(id).inserted
+        }
+        let fonts = qpdf_oh_get_key(qpdf, resources, "/Font")
+        for name in keys(qpdf, fonts) {
+            var font = qpdf_oh_get_key(qpdf, fonts, name)
+            // A composite (Type0) font's program is in its descendant font
+            let descendants = qpdf_oh_get_key(qpdf, font, "/DescendantFonts")
+            if qpdf_oh_is_array(qpdf, descendants) != QPDF_FALSE, qpdf_oh_get_array_n_items(qpdf, descendants) > 0 {
+                font = qpdf_oh_get_array_item(qpdf, descendants, 0)
+            }
+            let descriptor = qpdf_oh_get_key(qpdf, font, "/FontDescriptor")
+            for key in ["/FontFile", "/FontFile2", "/FontFile3"] {
+                let program = qpdf_oh_get_key(qpdf, descriptor, key)
+                if qpdf_oh_is_stream(qpdf, program) != QPDF_FALSE, once(program) { streams.append((program, "the font \(name)")) }
+            }
+        }
+        let objects = qpdf_oh_get_key(qpdf, resources, "/XObject")
+        for name in keys(qpdf, objects) {
+            let object = qpdf_oh_get_key(qpdf, objects, name)
+            guard qpdf_oh_is_stream(qpdf, object) != QPDF_FALSE, once(object) else { continue }
+            let subtype = qpdf_oh_get_key(qpdf, qpdf_oh_get_dict(qpdf, object), "/Subtype")
+            if qpdf_oh_is_name_and_equals(qpdf, subtype, "/Image") != QPDF_FALSE {
+                streams.append((object, "the image \(name)"))
+            } else if qpdf_oh_is_name_and_equals(qpdf, subtype, "/Form") != QPDF_FALSE {
+                streams.append((object, "the form \(name)"))
+                if depth < 3 { streams += resourceStreams(qpdf, of: object, depth: depth + 1, seen: &seen) }
+            }
+        }
+        return streams
+    }
+
+    /// Why a stream kept with FlateDecode alone does not inflate to its end with its checksum
+    /// right; `nil` when it does, or has other filters (qpdf decodes those). qpdf hands back what
+    /// inflated before a wrong checksum without a word, as poppler does; zlib itself says.
+    private static func flateDamage(_ qpdf: qpdf_data, _ stream: qpdf_oh) -> String? {
+        let filter = qpdf_oh_get_key(qpdf, qpdf_oh_get_dict(qpdf, stream), "/Filter")
+        let flate =
+            qpdf_oh_is_name_and_equals(qpdf, filter, "/FlateDecode") != QPDF_FALSE
+            || (qpdf_oh_is_array(qpdf, filter) != QPDF_FALSE && qpdf_oh_get_array_n_items(qpdf, filter) == 1
+                && qpdf_oh_is_name_and_equals(qpdf, qpdf_oh_get_array_item(qpdf, filter, 0), "/FlateDecode") != QPDF_FALSE)
+        guard flate else { return nil }
+        var buffer: UnsafeMutablePointer<UInt8>?
+        var length = 0
+        let status = qpdf_oh_get_stream_data(qpdf, stream, qpdf_dl_none, nil, &buffer, &length)
+        defer { free(buffer) }
+        _ = warnings(qpdf)
+        guard status & QPDF_ERRORS == 0, let buffer else { return nil }
+        var message: UnsafePointer<CChar>?
+        switch bookcache_inflate_check(buffer, UInt64(length), &message) {
+        case 1: return "its compressed data is wrong (\(message.map { String(cString: $0) } ?? "zlib refuses it"))"
+        case 2: return "its compressed data stops before its end"
+        default: return nil
+        }
+    }
+
+    /// The keys of a dictionary (none when `dictionary` is not one).
+    private static func keys(_ qpdf: qpdf_data, _ dictionary: qpdf_oh) -> [String] {
+        guard qpdf_oh_is_dictionary(qpdf, dictionary) != QPDF_FALSE else { return [] }
+        var keys: [String] = []
+        qpdf_oh_begin_dict_key_iter(qpdf, dictionary)
+        while qpdf_oh_dict_more_keys(qpdf) != QPDF_FALSE {
+            guard let key = qpdf_oh_dict_next_key(qpdf) else { break }
+            keys.append(String(cString: key))
+        }
+        return keys
     }
 
     /// The warnings qpdf gathered since they were last taken.

@@ -19,6 +19,12 @@ int bookcache_test_lock_byte(int fd, long long offset);
 /// zlib's CRC-32 of `count` bytes, continuing from `crc` (0 to start).
 unsigned int bookcache_crc32(unsigned int crc, const void *bytes, unsigned long long count);
 
+/// Inflates a zlib (FlateDecode) stream, discarding what it decodes: 0 when it ends cleanly with
+/// its checksum right, 1 when its data is wrong (`*message` says how: "invalid distance too far
+/// back", "incorrect data check" for a checksum that does not match…), 2 when it stops before its
+/// end, -1 when out of memory.
+int bookcache_inflate_check(const void *bytes, unsigned long long count, const char **message);
+
 /// A running SHA-256 from the system's OpenSSL (libcrypto, which libcurl already loads). Returns
 /// NULL when out of memory.
 void *bookcache_sha256_new(void);
