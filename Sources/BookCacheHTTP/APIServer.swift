@@ -258,15 +258,7 @@ public struct APIServer: Sendable {
         }
         for method in [HTTPRequest.Method.get, .head] {
             api.on("books/:id/file", method: method) { request, context -> Response in
-                let book = try await Self.book(context, in: manager)
-                // A GET is a read and records the access (as `bookcache path` does); a HEAD is not.
-                let url = method == .head ? manager.layout.url(forRelativePath: book.localPath) : try await manager.open(try book.bookID)
-                var response = BookFile.response(
-                    for: url, book: book, range: request.headers[.range], ifRange: request.headers[.ifRange], headOnly: method == .head)
-                // Saved (or handed to the phone's reader) as Title.epub
-                response.headers[.contentDisposition] = Self.attachment(book)
-                response.headers[.contentSecurityPolicy] = "sandbox; default-src 'none'"
-                return response
+                try await Self.fileResponse(request, context, manager: manager)
             }
             api.on("books/:id/cover", method: method) { _, context -> Response in
                 try await Self.coverResponse(try await Self.book(context, in: manager), manager: manager, headOnly: method == .head)
@@ -405,6 +397,20 @@ extension APIServer {
         query.author = try parameter("author", of: request).flatMap { $0.isEmpty ? nil : $0 }
         query.after = try parameter("after", of: request).flatMap { $0.isEmpty ? nil : $0 }
         return query
+    }
+
+    /// The file of the book the route's `:id` names, as ``BookFile`` serves it, saved (or handed
+    /// to the phone's reader) as `Title.epub`. A `GET` is a read and records the access (as
+    /// `bookcache path` does); a `HEAD` is not.
+    static func fileResponse(_ request: Request, _ context: ServiceRequestContext, manager: BookCacheManager) async throws -> Response {
+        let book = try await book(context, in: manager)
+        let headOnly = request.method == .head
+        let url = headOnly ? manager.layout.url(forRelativePath: book.localPath) : try await manager.open(try book.bookID)
+        var response = BookFile.response(
+            for: url, book: book, range: request.headers[.range], ifRange: request.headers[.ifRange], headOnly: headOnly)
+        response.headers[.contentDisposition] = attachment(book)
+        response.headers[.contentSecurityPolicy] = "sandbox; default-src 'none'"
+        return response
     }
 
     /// A book's cached cover, with its media type; 404 when it has none.

@@ -70,13 +70,7 @@ extension APIServer {
         }
         for method in [HTTPRequest.Method.get, .head] {
             opds.on("books/:id/file", method: method) { request, context -> Response in
-                let book = try await Self.book(context, in: manager)
-                let url = method == .head ? manager.layout.url(forRelativePath: book.localPath) : try await manager.open(try book.bookID)
-                var response = BookFile.response(
-                    for: url, book: book, range: request.headers[.range], ifRange: request.headers[.ifRange], headOnly: method == .head)
-                response.headers[.contentDisposition] = Self.attachment(book)
-                response.headers[.contentSecurityPolicy] = "sandbox; default-src 'none'"
-                return response
+                try await Self.fileResponse(request, context, manager: manager)
             }
             opds.on("books/:id/cover", method: method) { _, context -> Response in
                 try await Self.coverResponse(try await Self.book(context, in: manager), manager: manager, headOnly: method == .head)

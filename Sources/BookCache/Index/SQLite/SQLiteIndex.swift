@@ -164,13 +164,7 @@ final class SQLiteIndex {
         let candidates = ([url] + spellings + [url, url]).prefix(3)
         for (offset, candidate) in candidates.enumerated() { statement.bind(candidate, at: Int32(offset + 1)) }
         statement.bind(type.rawValue, at: 4)
-        var records: [CachedBookMetadata] = []
-        while try statement.step() {
-            var record = try Self.record(from: statement)
-            record.syncSources = try sources(of: record.id)
-            records.append(record)
-        }
-        return records
+        return try records(of: statement)
     }
 
     /// Every record (or every one of a type), in id order, one at a time.
@@ -285,6 +279,11 @@ final class SQLiteIndex {
         defer { statement.reset() }
         for (index, value) in texts { statement.bind(value, at: index) }
         for (index, value) in numbers { statement.bind(value, at: index) }
+        return try records(of: statement)
+    }
+
+    /// Every record `statement` (selecting ``columns``) steps to, with its sync sources.
+    private func records(of statement: SQLiteStatement) throws(SQLiteError) -> [CachedBookMetadata] {
         var records: [CachedBookMetadata] = []
         while try statement.step() {
             var record = try Self.record(from: statement)
