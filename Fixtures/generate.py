@@ -178,6 +178,37 @@ def pdf_with_image(flip=False):
     return bytes(out)
 
 
+def pdf_with_annotation(flip=False):
+    """One page with a square annotation whose appearance draws a form nested in it, both kept
+    with FlateDecode (as annotation tools write them); with `flip`, one byte of the nested form's
+    compressed data is changed (MuPDF: "zlib error", poppler: "Unknown operator")."""
+    inner = bytearray(zlib.compress(b"\n".join([b"0 0 1 rg 0 0 40 40 re f"] * 40), 9))
+    if flip:
+        inner[len(inner) // 2] ^= 0xFF
+    outer = zlib.compress(b"q /Inner Do Q", 9)
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Annots [4 0 R] >>",
+        b"<< /Type /Annot /Subtype /Square /Rect [100 600 140 640] /AP << /N 5 0 R >> >>",
+        b"<< /Type /XObject /Subtype /Form /BBox [0 0 40 40] /Resources << /XObject << /Inner 6 0 R >> >>"
+        b" /Filter /FlateDecode /Length %d >>\nstream\n" % len(outer) + outer + b"\nendstream",
+        b"<< /Type /XObject /Subtype /Form /BBox [0 0 40 40] /Filter /FlateDecode /Length %d >>\nstream\n" % len(inner)
+        + bytes(inner) + b"\nendstream",
+    ]
+    out = bytearray(b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n")
+    offsets = []
+    for n, body in enumerate(objects, start=1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % n + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    for off in offsets:
+        out += b"%010d 00000 n \n" % off
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    return bytes(out)
+
+
 def set_flag_bits(data, name, bits):
     """Sets general-purpose flag bits of an entry in both its local and central headers."""
     data = bytearray(data)
@@ -221,6 +252,8 @@ def main():
         f.write(pdf("Compressed content", pages=2, compress=True))
     with open(os.path.join(BOOKS, "image.pdf"), "wb") as f:
         f.write(pdf_with_image())
+    with open(os.path.join(BOOKS, "annotation.pdf"), "wb") as f:
+        f.write(pdf_with_annotation())
     with open(os.path.join(BOOKS, "trailing-junk.pdf"), "wb") as f:
         f.write(pdf("Trailing junk after EOF") + b"\r\n\x00\x00junk appended by a server\n")
 
@@ -329,6 +362,7 @@ def main():
     open(os.path.join(CORRUPT, "truncated.pdf"), "wb").write(full[: len(full) - 60])
     open(os.path.join(CORRUPT, "empty.pdf"), "wb").write(b"")
     open(os.path.join(CORRUPT, "image-byte-flipped.pdf"), "wb").write(pdf_with_image(flip=True))
+    open(os.path.join(CORRUPT, "annotation-byte-flipped.pdf"), "wb").write(pdf_with_annotation(flip=True))
 
 
 if __name__ == "__main__":

@@ -113,7 +113,8 @@ struct BookCacheManagerTests {
         "each corrupt fixture is refused and leaves nothing behind",
         arguments: [
             "corrupt/crc-flip.epub", "corrupt/truncated.epub", "corrupt/missing-spine-item.epub", "corrupt/no-container.epub",
-            "corrupt/error-page.epub", "corrupt/truncated.pdf", "corrupt/image-byte-flipped.pdf", "corrupt/zip-bomb.epub",
+            "corrupt/error-page.epub", "corrupt/truncated.pdf", "corrupt/image-byte-flipped.pdf", "corrupt/annotation-byte-flipped.pdf",
+            "corrupt/zip-bomb.epub",
             "corrupt/path-traversal.epub",
         ])
     func corruptRefused(name: String) async throws {

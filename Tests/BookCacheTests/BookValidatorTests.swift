@@ -124,7 +124,7 @@ struct BookValidatorTests {
     }
 
     @Test(
-        "a byte changed in an image's compressed data is damage (zlib's checksum; qpdf and poppler pass it silently, MuPDF warns), and so is a cut content stream; the whole file is fine"
+        "a byte changed in the compressed data of an image, or of a form an annotation draws, is damage (zlib's checksum; qpdf and poppler pass it silently, MuPDF warns), and so is a cut content stream; the whole file is fine"
     )
     func damagedStreams() throws {
         let flipped = Fixtures.books.appendingPathComponent("corrupt/image-byte-flipped.pdf").path
@@ -134,6 +134,12 @@ struct BookValidatorTests {
             "\(failure?.reason ?? "")")
         // The same file with the byte as it was
         #expect(try validator.check(path: Fixtures.books.appendingPathComponent("image.pdf").path).warnings == [])
+        // A form drawn by an annotation's appearance (MuPDF: "zlib error"; poppler: "Unknown operator")
+        let annotation = Fixtures.books.appendingPathComponent("corrupt/annotation-byte-flipped.pdf").path
+        let annotationFailure = #expect(throws: ValidationFailure.self) { try validator.check(path: annotation) }
+        #expect(
+            annotationFailure?.reason == "the form /Inner on page 1 is damaged: its compressed data is wrong (incorrect data check)",
+            "\(annotationFailure?.reason ?? "")")
         // A content stream whose compressed data stops early (its /Length made to fit)
         var bytes = try Data(contentsOf: Fixtures.books.appendingPathComponent("compressed.pdf"))
         let marker = Data("stream\n".utf8)
@@ -157,7 +163,10 @@ struct BookValidatorTests {
 
     @Test("a conformant book has no warnings")
     func conformantHasNoWarnings() throws {
-        for name in ["alice.epub", "pride.epub", "nfc-nfd-names.epub", "fixture-monthly-2024-05.pdf", "compressed.pdf", "image.pdf"] {
+        for name in [
+            "alice.epub", "pride.epub", "nfc-nfd-names.epub", "fixture-monthly-2024-05.pdf", "compressed.pdf", "image.pdf",
+            "annotation.pdf",
+        ] {
             #expect(try validator.check(path: Fixtures.books.appendingPathComponent(name).path).warnings == [], "\(name)")
         }
     }

@@ -296,7 +296,8 @@ private enum QPDFReading {
             }
             warnings += decoding
         }
-        // What the pages draw from: embedded font programs and images (Flate and the other
+        // What the pages draw from: embedded font programs, images, forms and annotations'
+        // appearances (Flate and the other
         // general filters; a JPEG is left to the reader's decoder), each stream once however many
         // pages share it. A flipped byte in a compressed font or image fails its decoding here.
         _ = qpdf_push_inherited_attributes_to_page(qpdf)
@@ -314,7 +315,8 @@ private enum QPDFReading {
                     return
                 }
             }
-            for (stream, what) in Self.resourceStreams(qpdf, of: page, depth: 0, seen: &seen) {
+            let drawn = Self.resourceStreams(qpdf, of: page, depth: 0, seen: &seen) + Self.annotationStreams(qpdf, of: page, seen: &seen)
+            for (stream, what) in drawn {
                 if let damage = Self.flateDamage(qpdf, stream) {
                     self = .failed("\(what) on page \(index + 1) is damaged: \(damage)")
                     return
@@ -341,7 +343,9 @@ private enum QPDFReading {
     private static func resourceStreams(
         _ qpdf: qpdf_data, of owner: qpdf_oh, depth: Int, seen: inout Set<Int32>
     ) -> [(qpdf_oh, String)] {
-        let resources = qpdf_oh_get_key(qpdf, owner, "/Resources")
+        // A form's keys are in its stream's dictionary
+        let dictionary = qpdf_oh_is_stream(qpdf, owner) != QPDF_FALSE ? qpdf_oh_get_dict(qpdf, owner) : owner
+        let resources = qpdf_oh_get_key(qpdf, dictionary, "/Resources")
         guard qpdf_oh_is_dictionary(qpdf, resources) != QPDF_FALSE else { return [] }
         var streams: [(qpdf_oh, String)] = []
         func once(_ object: qpdf_oh) -> Bool {
@@ -399,6 +403,27 @@ private enum QPDFReading {
         case 2: return "its compressed data stops before its end"
         default: return nil
         }
+    }
+
+    /// The appearance streams a page's annotations are drawn with (`/Annots` → `/AP` → `/N`, a
+    /// stream or a dictionary of states), and what they draw with, each once.
+    private static func annotationStreams(_ qpdf: qpdf_data, of page: qpdf_oh, seen: inout Set<Int32>) -> [(qpdf_oh, String)] {
+        let annotations = qpdf_oh_get_key(qpdf, page, "/Annots")
+        guard qpdf_oh_is_array(qpdf, annotations) != QPDF_FALSE else { return [] }
+        var streams: [(qpdf_oh, String)] = []
+        for index in 0..<min(qpdf_oh_get_array_n_items(qpdf, annotations), 10_000) {
+            let normal = qpdf_oh_get_key(qpdf, qpdf_oh_get_key(qpdf, qpdf_oh_get_array_item(qpdf, annotations, index), "/AP"), "/N")
+            let appearances =
+                qpdf_oh_is_stream(qpdf, normal) != QPDF_FALSE
+                ? [normal] : keys(qpdf, normal).map { qpdf_oh_get_key(qpdf, normal, $0) }
+            for appearance in appearances where qpdf_oh_is_stream(qpdf, appearance) != QPDF_FALSE {
+                let id = qpdf_oh_get_object_id(qpdf, appearance)
+                guard id == 0 || seen.insert(id).inserted else { continue }
+                streams.append((appearance, "annotation \(index + 1)'s appearance"))
+                streams += resourceStreams(qpdf, of: appearance, depth: 1, seen: &seen)
+            }
+        }
+        return streams
     }
 
     /// The keys of a dictionary (none when `dictionary` is not one).
