@@ -140,6 +140,16 @@ struct BookValidatorTests {
         #expect(
             annotationFailure?.reason == "the form /Inner on page 1 is damaged: its compressed data is wrong (incorrect data check)",
             "\(annotationFailure?.reason ?? "")")
+        // An annotation without an appearance is drawn by the reader itself: nothing to decode, nothing to warn about
+        // (looking up its missing /AP made qpdf warn, which read as a rebuilt cross-reference table)
+        var plain = try Data(contentsOf: Fixtures.books.appendingPathComponent("annotation.pdf"))
+        let appearance = Data("/AP << /N 5 0 R >>".utf8)
+        let at = try #require(plain.range(of: appearance))
+        plain.replaceSubrange(at, with: Data(repeating: 0x20, count: appearance.count))
+        let noAppearance = FileManager.default.temporaryDirectory.appendingPathComponent("no-ap-\(UUID().uuidString).pdf")
+        try plain.write(to: noAppearance)
+        defer { try? FileManager.default.removeItem(at: noAppearance) }
+        #expect(try validator.check(path: noAppearance.path).warnings == [])
         // A content stream whose compressed data stops early (its /Length made to fit)
         var bytes = try Data(contentsOf: Fixtures.books.appendingPathComponent("compressed.pdf"))
         let marker = Data("stream\n".utf8)

@@ -305,10 +305,8 @@ private enum QPDFReading {
         var seen = Set<Int32>()
         for index in 0..<Int(pages) {
             let page = qpdf_get_page_n(qpdf, index)
-            let contents = qpdf_oh_get_key(qpdf, page, "/Contents")
-            let contentStreams =
-                qpdf_oh_is_array(qpdf, contents) != QPDF_FALSE
-                ? (0..<qpdf_oh_get_array_n_items(qpdf, contents)).map { qpdf_oh_get_array_item(qpdf, contents, $0) } : [contents]
+            let contents = Self.value(qpdf, page, "/Contents")
+            let contentStreams = contents.map { Self.items(qpdf, $0).isEmpty ? [$0] : Self.items(qpdf, $0) } ?? []
             for stream in contentStreams where qpdf_oh_is_stream(qpdf, stream) != QPDF_FALSE {
                 if let damage = Self.flateDamage(qpdf, stream) {
                     self = .failed("the content of page \(index + 1) is damaged: \(damage)")
@@ -316,6 +314,9 @@ private enum QPDFReading {
                 }
             }
             let drawn = Self.resourceStreams(qpdf, of: page, depth: 0, seen: &seen) + Self.annotationStreams(qpdf, of: page, seen: &seen)
+            // What qpdf said while the page's objects were looked up is about those objects, read
+            // already; only what decoding says counts below.
+            _ = Self.warnings(qpdf)
             for (stream, what) in drawn {
                 if let damage = Self.flateDamage(qpdf, stream) {
                     self = .failed("\(what) on page \(index + 1) is damaged: \(damage)")
@@ -343,39 +344,53 @@ private enum QPDFReading {
     private static func resourceStreams(
         _ qpdf: qpdf_data, of owner: qpdf_oh, depth: Int, seen: inout Set<Int32>
     ) -> [(qpdf_oh, String)] {
-        // A form's keys are in its stream's dictionary
-        let dictionary = qpdf_oh_is_stream(qpdf, owner) != QPDF_FALSE ? qpdf_oh_get_dict(qpdf, owner) : owner
-        let resources = qpdf_oh_get_key(qpdf, dictionary, "/Resources")
-        guard qpdf_oh_is_dictionary(qpdf, resources) != QPDF_FALSE else { return [] }
+        guard let resources = value(qpdf, owner, "/Resources") else { return [] }
         var streams: [(qpdf_oh, String)] = []
         func once(_ object: qpdf_oh) -> Bool {
             let id = qpdf_oh_get_object_id(qpdf, object)
             return id == 0 || seen.insert(id).inserted
         }
-        let fonts = qpdf_oh_get_key(qpdf, resources, "/Font")
-        for name in keys(qpdf, fonts) {
-            var font = qpdf_oh_get_key(qpdf, fonts, name)
-            // A composite (Type0) font's program is in its descendant font
-            let descendants = qpdf_oh_get_key(qpdf, font, "/DescendantFonts")
-            if qpdf_oh_is_array(qpdf, descendants) != QPDF_FALSE, qpdf_oh_get_array_n_items(qpdf, descendants) > 0 {
-                font = qpdf_oh_get_array_item(qpdf, descendants, 0)
-            }
-            let descriptor = qpdf_oh_get_key(qpdf, font, "/FontDescriptor")
-            for key in ["/FontFile", "/FontFile2", "/FontFile3"] {
-                let program = qpdf_oh_get_key(qpdf, descriptor, key)
-                if qpdf_oh_is_stream(qpdf, program) != QPDF_FALSE, once(program) { streams.append((program, "the font \(name)")) }
+        if let fonts = value(qpdf, resources, "/Font") {
+            for name in keys(qpdf, fonts) {
+                var font = value(qpdf, fonts, name)
+                // A composite (Type0) font's program is in its descendant font
+                if let descendant = items(qpdf, value(qpdf, font, "/DescendantFonts")).first { font = descendant }
+                let descriptor = value(qpdf, font, "/FontDescriptor")
+                for key in ["/FontFile", "/FontFile2", "/FontFile3"] {
+                    if let program = value(qpdf, descriptor, key), qpdf_oh_is_stream(qpdf, program) != QPDF_FALSE, once(program) {
+                        streams.append((program, "the font \(name)"))
+                    }
+                }
             }
         }
-        let objects = qpdf_oh_get_key(qpdf, resources, "/XObject")
-        for name in keys(qpdf, objects) {
-            let object = qpdf_oh_get_key(qpdf, objects, name)
-            guard qpdf_oh_is_stream(qpdf, object) != QPDF_FALSE, once(object) else { continue }
-            let subtype = qpdf_oh_get_key(qpdf, qpdf_oh_get_dict(qpdf, object), "/Subtype")
-            if qpdf_oh_is_name_and_equals(qpdf, subtype, "/Image") != QPDF_FALSE {
-                streams.append((object, "the image \(name)"))
-            } else if qpdf_oh_is_name_and_equals(qpdf, subtype, "/Form") != QPDF_FALSE {
-                streams.append((object, "the form \(name)"))
-                if depth < 3 { streams += resourceStreams(qpdf, of: object, depth: depth + 1, seen: &seen) }
+        if let objects = value(qpdf, resources, "/XObject") {
+            for name in keys(qpdf, objects) {
+                guard let object = value(qpdf, objects, name), qpdf_oh_is_stream(qpdf, object) != QPDF_FALSE, once(object) else { continue }
+                guard let subtype = value(qpdf, object, "/Subtype") else { continue }
+                if qpdf_oh_is_name_and_equals(qpdf, subtype, "/Image") != QPDF_FALSE {
+                    streams.append((object, "the image \(name)"))
+                } else if qpdf_oh_is_name_and_equals(qpdf, subtype, "/Form") != QPDF_FALSE {
+                    streams.append((object, "the form \(name)"))
+                    if depth < 3 { streams += resourceStreams(qpdf, of: object, depth: depth + 1, seen: &seen) }
+                }
+            }
+        }
+        return streams
+    }
+
+    /// The appearance streams a page's annotations are drawn with (`/Annots` → `/AP` → `/N`, a
+    /// stream or a dictionary of states), and what they draw with, each once.
+    private static func annotationStreams(_ qpdf: qpdf_data, of page: qpdf_oh, seen: inout Set<Int32>) -> [(qpdf_oh, String)] {
+        var streams: [(qpdf_oh, String)] = []
+        for (index, annotation) in items(qpdf, value(qpdf, page, "/Annots")).enumerated() {
+            guard let normal = value(qpdf, value(qpdf, annotation, "/AP"), "/N") else { continue }
+            let appearances =
+                qpdf_oh_is_stream(qpdf, normal) != QPDF_FALSE ? [normal] : keys(qpdf, normal).compactMap { value(qpdf, normal, $0) }
+            for appearance in appearances where qpdf_oh_is_stream(qpdf, appearance) != QPDF_FALSE {
+                let id = qpdf_oh_get_object_id(qpdf, appearance)
+                guard id == 0 || seen.insert(id).inserted else { continue }
+                streams.append((appearance, "annotation \(index + 1)'s appearance"))
+                streams += resourceStreams(qpdf, of: appearance, depth: 1, seen: &seen)
             }
         }
         return streams
@@ -385,11 +400,11 @@ private enum QPDFReading {
     /// right; `nil` when it does, or has other filters (qpdf decodes those). qpdf hands back what
     /// inflated before a wrong checksum without a word, as poppler does; zlib itself says.
     private static func flateDamage(_ qpdf: qpdf_data, _ stream: qpdf_oh) -> String? {
-        let filter = qpdf_oh_get_key(qpdf, qpdf_oh_get_dict(qpdf, stream), "/Filter")
+        guard let filter = value(qpdf, stream, "/Filter") else { return nil }
+        let names = items(qpdf, filter)
         let flate =
             qpdf_oh_is_name_and_equals(qpdf, filter, "/FlateDecode") != QPDF_FALSE
-            || (qpdf_oh_is_array(qpdf, filter) != QPDF_FALSE && qpdf_oh_get_array_n_items(qpdf, filter) == 1
-                && qpdf_oh_is_name_and_equals(qpdf, qpdf_oh_get_array_item(qpdf, filter, 0), "/FlateDecode") != QPDF_FALSE)
+            || (names.count == 1 && qpdf_oh_is_name_and_equals(qpdf, names[0], "/FlateDecode") != QPDF_FALSE)
         guard flate else { return nil }
         var buffer: UnsafeMutablePointer<UInt8>?
         var length = 0
@@ -405,25 +420,22 @@ private enum QPDFReading {
         }
     }
 
-    /// The appearance streams a page's annotations are drawn with (`/Annots` → `/AP` → `/N`, a
-    /// stream or a dictionary of states), and what they draw with, each once.
-    private static func annotationStreams(_ qpdf: qpdf_data, of page: qpdf_oh, seen: inout Set<Int32>) -> [(qpdf_oh, String)] {
-        let annotations = qpdf_oh_get_key(qpdf, page, "/Annots")
-        guard qpdf_oh_is_array(qpdf, annotations) != QPDF_FALSE else { return [] }
-        var streams: [(qpdf_oh, String)] = []
-        for index in 0..<min(qpdf_oh_get_array_n_items(qpdf, annotations), 10_000) {
-            let normal = qpdf_oh_get_key(qpdf, qpdf_oh_get_key(qpdf, qpdf_oh_get_array_item(qpdf, annotations, index), "/AP"), "/N")
-            let appearances =
-                qpdf_oh_is_stream(qpdf, normal) != QPDF_FALSE
-                ? [normal] : keys(qpdf, normal).map { qpdf_oh_get_key(qpdf, normal, $0) }
-            for appearance in appearances where qpdf_oh_is_stream(qpdf, appearance) != QPDF_FALSE {
-                let id = qpdf_oh_get_object_id(qpdf, appearance)
-                guard id == 0 || seen.insert(id).inserted else { continue }
-                streams.append((appearance, "annotation \(index + 1)'s appearance"))
-                streams += resourceStreams(qpdf, of: appearance, depth: 1, seen: &seen)
-            }
+    /// The value of `key` in `object` (a dictionary, or a stream's dictionary); `nil` when it has
+    /// no such key or is neither. (qpdf warns about a key asked of anything else, and those
+    /// warnings would read as damage.)
+    private static func value(_ qpdf: qpdf_data, _ object: qpdf_oh?, _ key: String) -> qpdf_oh? {
+        guard let object else { return nil }
+        let dictionary = qpdf_oh_is_stream(qpdf, object) != QPDF_FALSE ? qpdf_oh_get_dict(qpdf, object) : object
+        guard qpdf_oh_is_dictionary(qpdf, dictionary) != QPDF_FALSE, qpdf_oh_has_key(qpdf, dictionary, key) != QPDF_FALSE else {
+            return nil
         }
-        return streams
+        return qpdf_oh_get_key(qpdf, dictionary, key)
+    }
+
+    /// The items of `object` when it is an array (at most 10,000); none otherwise.
+    private static func items(_ qpdf: qpdf_data, _ object: qpdf_oh?) -> [qpdf_oh] {
+        guard let object, qpdf_oh_is_array(qpdf, object) != QPDF_FALSE else { return [] }
+        return (0..<min(qpdf_oh_get_array_n_items(qpdf, object), 10_000)).map { qpdf_oh_get_array_item(qpdf, object, $0) }
     }
 
     /// The keys of a dictionary (none when `dictionary` is not one).
