@@ -4,7 +4,7 @@ import Testing
 
 /// `bookcache sync` against a real calibre-server (Debian's `calibre`, which `scripts/test.sh`
 /// installs): open, with Digest and with Basic logins, three books to a page.
-@Suite("bookcache sync against calibre-server", .serialized)
+@Suite("bookcache sync against calibre-server and calibre-web", .serialized)
 struct CalibreServerTests {
     func bookcache(_ arguments: [String], _ cache: String) async throws -> ProcessResult {
         try await ProcessRunner.run("bookcache", arguments + ["--cache-dir", cache], environment: ["BOOKCACHE_RESERVE": "0"])

@@ -5,15 +5,12 @@ import Testing
 /// `bookcache sync` against a real calibre-web (PyPI's `calibreweb` 0.6.27, which
 /// `scripts/test.sh` installs in a venv): with accounts (Basic) and with anonymous browsing, two
 /// books to a page, a PDF-only and a MOBI-only book, download links without a file extension.
-@Suite("bookcache sync against calibre-web", .serialized, .timeLimit(.minutes(5)))
-struct CalibreWebTests {
-    func bookcache(_ arguments: [String], _ cache: String) async throws -> ProcessResult {
-        try await ProcessRunner.run("bookcache", arguments + ["--cache-dir", cache], environment: ["BOOKCACHE_RESERVE": "0"])
-    }
-
+/// In calibre-server's suite: `calibredb` refuses to run while another calibre program does, so
+/// the two servers' tests run one after another.
+extension CalibreServerTests {
     /// Four EPUBs, one PDF-only book and one MOBI-only book, each added on a day of its own
     /// (the MOBI one newest).
-    func makeLibrary(in dir: TemporaryDirectory) async throws -> URL {
+    func makeWebLibrary(in dir: TemporaryDirectory) async throws -> URL {
         let library = dir.path("library")
         for n in 1...4 {
             let file = Fixtures.books.appendingPathComponent(["alice.epub", "pride.epub"][n % 2])
@@ -37,19 +34,19 @@ struct CalibreWebTests {
         return library
     }
 
-    func titles(_ cache: String) async throws -> Set<String> {
+    func webTitles(_ cache: String) async throws -> Set<String> {
         let list = try await bookcache(["list", "--json"], cache)
         let books = try JSONSerialization.jsonObject(with: Data(list.stdout.utf8)) as? [[String: Any]] ?? []
         return Set(books.compactMap { $0["title"] as? String })
     }
 
     @Test(
-        "with accounts: the newest section ('Recently added Books') is found, pages of two followed, the PDF-only book taken and the MOBI-only one skipped; one failed login at most (the first challenge), none on later requests; a wrong password says so",
+        "calibre-web with accounts: the newest section ('Recently added Books') is found, pages of two followed, the PDF-only book taken and the MOBI-only one skipped; one failed login at most (the first challenge), none on later requests; a wrong password says so",
         .enabled(if: CalibreWeb.isInstalled, "calibre-web is not installed; scripts/test.sh installs it in .build/calibre-web"))
-    func withAccounts() async throws {
+    func calibreWebWithAccounts() async throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
-        let library = try await makeLibrary(in: dir)
+        let library = try await makeWebLibrary(in: dir)
         try await CalibreWeb.with(library: library, admin: "Reader-Pass-1", anonymous: false, booksPerPage: 2, workDirectory: dir.url) {
             web in
             let cache = dir.path("cache").path
@@ -58,7 +55,7 @@ struct CalibreWebTests {
             #expect(synced.status == 0, "\(synced.stdout)\(synced.stderr)")
             #expect(synced.stdout.contains("section: Recently added Books"), "\(synced.stdout)")
             #expect(synced.stdout.contains("4 of 4 cached (4 new, 0 already cached), 1 entry skipped"), "\(synced.stdout)")
-            #expect(try await titles(cache) == ["Only PDF", "Book 4", "Book 3", "Book 2"])
+            #expect(try await webTitles(cache) == ["Only PDF", "Book 4", "Book 3", "Book 2"])
             // One request without the login learns the scheme; every later one carries it
             #expect(web.failedLogins <= 1, "\(web.failedLogins) failed logins logged")
             let again = try await bookcache(["sync", "http://admin:Reader-Pass-1@\(host)/opds", "--first", "4", "--force"], cache)
@@ -74,19 +71,19 @@ struct CalibreWebTests {
     }
 
     @Test(
-        "anonymous browsing: the catalogue without a login; books too when the Guest may download, else a 401 that says a login is needed",
+        "calibre-web, anonymous browsing: the catalogue without a login; books too when the Guest may download, else a 401 that says a login is needed",
         .enabled(if: CalibreWeb.isInstalled, "calibre-web is not installed; scripts/test.sh installs it in .build/calibre-web"))
-    func anonymous() async throws {
+    func calibreWebAnonymous() async throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
-        let library = try await makeLibrary(in: dir)
+        let library = try await makeWebLibrary(in: dir)
         try await CalibreWeb.with(
             library: library, admin: "Reader-Pass-1", anonymous: true, guestDownloads: true, booksPerPage: 2, workDirectory: dir.url
         ) { web in
             let cache = dir.path("cache").path
             let synced = try await bookcache(["sync", "\(web.baseURL)/opds", "--first", "3"], cache)
             #expect(synced.status == 0, "\(synced.stdout)\(synced.stderr)")
-            #expect(try await titles(cache) == ["Only PDF", "Book 4", "Book 3"])
+            #expect(try await webTitles(cache) == ["Only PDF", "Book 4", "Book 3"])
             #expect(web.failedLogins == 0)
         }
         // calibre-web's default: Guests browse but may not download

@@ -15,7 +15,7 @@ class WebSocket:
         rest = url[len("ws://"):]
         hostport, path = rest.split("/", 1)
         host, port = hostport.split(":")
-        self.sock = socket.create_connection((host, int(port)), timeout=60)
+        self.sock = socket.create_connection((host, int(port)), timeout=120)
         key = base64.b64encode(os.urandom(16)).decode()
         self.sock.sendall((f"GET /{path} HTTP/1.1\r\nHost: {hostport}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                            f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
