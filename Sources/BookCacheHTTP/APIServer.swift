@@ -249,6 +249,19 @@ public struct APIServer: Sendable {
             struct Deleted: Encodable { var deleted: String }
             return APIResponse.json(Deleted(deleted: id.description))
         }
+        api.post("books/:id/refresh") { _, context -> Response in
+            // Fetched again as a job (the page's Refresh): the cached copy stays readable until
+            // the new one is validated. The record's URL keeps the login it was downloaded with.
+            let book = try await Self.book(context, in: manager)
+            var line: [String: Any] = [
+                "url": book.fileUrl, "id": book.bookId, "type": book.bookType.rawValue, "title": book.title, "refresh": true,
+                "priority": "high",
+            ]
+            if book.pinned { line["pin"] = true }
+            let jobs = try await service.submit(try JSONSerialization.data(withJSONObject: [line]))
+            struct Accepted: Encodable { var jobs: [APIJob] }
+            return APIResponse.json(Accepted(jobs: jobs.map(APIJob.init)), status: .accepted)
+        }
         for (method, pinned) in [(HTTPRequest.Method.put, true), (.delete, false)] {
             api.on("books/:id/pin", method: method) { _, context -> Response in
                 let id = try BookID(parsing: context.parameters.get("id") ?? "")

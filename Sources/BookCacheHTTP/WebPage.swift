@@ -197,6 +197,7 @@ enum WebPage {
               <dt>${escapeHTML(t("Downloaded"))}</dt><dd>${escapeHTML(when(book.downloadedAt))}</dd>
               <dt>${escapeHTML(t("Last read"))}</dt><dd>${escapeHTML(when(book.lastAccessedAt))}</dd>${warnings}</dl>
               <button data-pin="${escapeHTML(book.id)}" data-pinned="${book.pinned}">${escapeHTML(t(book.pinned ? "Unpin" : "Pin"))}</button>
+              <button data-refresh="${escapeHTML(book.id)}">${escapeHTML(t("Refresh"))}</button>
               <button data-delete="${escapeHTML(book.id)}">${escapeHTML(t("Delete"))}</button></details></article>`;
         };
 
@@ -254,6 +255,8 @@ enum WebPage {
         });
         document.body.addEventListener("click", async (event) => {
           const target = event.target;
+          if (target.dataset.refresh) { const body = await api("/books/" + encodeURIComponent(target.dataset.refresh) + "/refresh", { method: "POST" });
+            body.jobs.forEach((job) => jobs.set(job.id, job)); renderJobs(); }
           if (target.dataset.retry) { const job = await api("/jobs/" + encodeURIComponent(target.dataset.retry) + "/retry", { method: "POST" }); jobs.set(job.id, job); renderJobs(); }
           if (target.id === "clearfinished") { await api("/jobs", { method: "DELETE" });
             for (const [key, job] of jobs) if (["cached", "failed", "cancelled"].includes(job.state)) jobs.delete(key); renderJobs(); }

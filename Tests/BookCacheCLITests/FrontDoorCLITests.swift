@@ -16,6 +16,8 @@ struct FrontDoorCLITests {
         ("DELETE", "/api/v1/books/ebook-alice"), ("PUT", "/api/v1/books/ebook-alice/pin"), ("DELETE", "/api/v1/books/ebook-alice/pin"),
         ("GET", "/api/v1/books/ebook-alice/file"), ("HEAD", "/api/v1/books/ebook-alice/file"), ("GET", "/api/v1/sources"),
         ("POST", "/api/v1/sources"), ("DELETE", "/api/v1/sources/abc"), ("GET", "/api/v1/events"), ("POST", "/api/v1/login-links"),
+        ("GET", "/api/v1/books/ebook-alice/cover"), ("POST", "/api/v1/books/ebook-alice/refresh"), ("DELETE", "/api/v1/books"),
+        ("POST", "/api/v1/jobs/0123456789abcdef/retry"), ("DELETE", "/api/v1/jobs"),
     ]
 
     /// Other spellings of `path` that a lenient router could take for it.

@@ -28,7 +28,7 @@ struct ShelfPageCLITests {
     }
 
     @Test(
-        "GET /books pages: limit, cursor, sort, search, type and status; a cursor stays good while books are cached; bad values are 400; clear finished, retry and clear all"
+        "GET /books pages: limit, cursor, sort, search, type and status; a cursor stays good while books are cached; bad values are 400; refresh, retry, clear finished and clear all"
     )
     func apiPages() async throws {
         try await withServerAndDirectory(directory: Fixtures.books) { server, dir in
@@ -101,9 +101,21 @@ struct ShelfPageCLITests {
             #expect(ended.json["state"] as? String == "cached", "\(ended.body)")
             #expect(try await service.http("POST", "/api/v1/jobs/0000000000000000/retry", body: "").status == 404)
 
+            // Refresh (the page's button): the book is fetched again as a job and stays one book
+            let copy = try #require(ids(try await service.http("GET", "/api/v1/books?q=copy0")).first)
+            let fetched = server.requestCount(for: "/copy0.epub")
+            let refresh = try await service.http("POST", "/api/v1/books/\(copy)/refresh", body: "")
+            #expect(refresh.status == 202, "\(refresh.body)")
+            let refreshJob = try #require((refresh.json["jobs"] as? [[String: Any]])?.first?["id"] as? String)
+            let refreshed = try await service.http("GET", "/api/v1/jobs/\(refreshJob)?wait=30")
+            #expect(refreshed.json["state"] as? String == "cached", "\(refreshed.body)")
+            #expect(server.requestCount(for: "/copy0.epub") > fetched, "fetched again")
+            #expect(ids(try await service.http("GET", "/api/v1/books?q=copy0")) == [copy])
+            #expect(try await service.http("POST", "/api/v1/books/ebook-nothing/refresh", body: "").status == 404)
+
             // Clear finished: every ended job is forgotten; the books stay
             let cleared = try await service.http("DELETE", "/api/v1/jobs")
-            #expect(cleared.json["removed"] as? Int == added + 1, "\(cleared.body)")
+            #expect(cleared.json["removed"] as? Int == added + 2, "\(cleared.body)")
             #expect((try await service.http("GET", "/api/v1/jobs").json["jobs"] as? [Any])?.isEmpty == true)
             // Clear all: every book goes
             let all = try await service.http("DELETE", "/api/v1/books")

@@ -75,6 +75,22 @@ struct ManifestParserTests {
         #expect(result.problems[1].message.contains("set by the downloader"))
     }
 
+    @Test("\"refresh\": true asks for the book again even when cached; anything but a boolean is a problem of its line")
+    func refresh() throws {
+        let text = """
+            {"url": "https://e.com/a.epub", "refresh": true}
+            {"url": "https://e.com/b.epub", "refresh": false}
+            {"url": "https://e.com/c.epub"}
+            {"url": "https://e.com/d.epub", "refresh": "yes"}
+            {"url": "https://e.com/e.epub", "refresh": 1}
+            """
+        let result = parser.parse(Data(text.utf8))
+        #expect(try result.entries.map { try $0.request(defaultType: .ebook).replaceExisting } == [true, false, false])
+        #expect(result.problems.map(\.line) == [4, 5])
+        #expect(result.problems.allSatisfy { $0.message == "'refresh' must be true or false" }, "\(result.problems)")
+        #expect(result.warnings.isEmpty)
+    }
+
     @Test("unknown keys are ignored with a warning")
     func unknownKeys() {
         let result = parser.parse(Data(#"{"url": "https://e.com/a.epub", "colour": "red", "pages": 3}"#.utf8))

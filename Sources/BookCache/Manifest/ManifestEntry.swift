@@ -23,6 +23,9 @@ package struct ManifestEntry: Sendable, Hashable {
     public var pin: Bool
     /// Extra headers for the book's requests (`"headers"`), such as a bearer token.
     public var headers: [HTTPHeader] = []
+    /// Download the book again even when it is cached (`"refresh": true`): the cached copy stays
+    /// readable until the new one is validated, then is replaced.
+    public var refresh = false
 
     /// Creates an entry.
     public init(
@@ -54,6 +57,7 @@ package struct ManifestEntry: Sendable, Hashable {
                     url: url, type: type ?? defaultType, title: title, coverURL: coverUrl, expectedSHA256: sha256)
             }
             request.pin = pin
+            request.replaceExisting = refresh
             request.expectedSize = size
             request.headers = headers
             return request

@@ -24,7 +24,7 @@ package struct ManifestParser: Sendable {
     public var maxLineBytes: Int
 
     /// The keys a line may have.
-    public static let knownKeys: Set<String> = ["url", "id", "type", "title", "sha256", "coverUrl", "size", "pin", "headers"]
+    public static let knownKeys: Set<String> = ["url", "id", "type", "title", "sha256", "coverUrl", "size", "pin", "headers", "refresh"]
 
     /// Creates a parser.
     /// - Parameter maxLineBytes: 64 KiB by default.
@@ -190,10 +190,18 @@ package struct ManifestParser: Sendable {
             }
             pin = number.boolValue
         }
+        var refresh = false
+        if let value = object["refresh"], !(value is NSNull) {
+            guard let number = value as? NSNumber, String(cString: number.objCType) == "c" else {
+                throw ManifestProblem(line: line, message: "'refresh' must be true or false")
+            }
+            refresh = number.boolValue
+        }
         var entry = ManifestEntry(
             line: line, url: url, id: try string("id"), type: type, title: try string("title"),
             sha256: try string("sha256"), coverUrl: try string("coverUrl"), size: size, pin: pin)
         entry.headers = try headers(object["headers"], line: line)
+        entry.refresh = refresh
         return entry
     }
 
