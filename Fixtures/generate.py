@@ -149,6 +149,21 @@ def pdf(title, pages=2, compress=False):
     return bytes(out)
 
 
+def pdf_file(objects):
+    """A PDF 1.4 file of `objects` (bytes each, object 1 the catalog), with its cross-reference table."""
+    out = bytearray(b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n")
+    offsets = []
+    for n, body in enumerate(objects, start=1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % n + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    for off in offsets:
+        out += b"%010d 00000 n \n" % off
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    return bytes(out)
+
+
 def pdf_with_image(flip=False):
     """One page drawing a 64 x 64 grey image kept with FlateDecode; with `flip`, one byte in
     the middle of the image's compressed data is changed (a reader's image decoder fails)."""
@@ -165,17 +180,7 @@ def pdf_with_image(flip=False):
         b"<< /Type /XObject /Subtype /Image /Width 64 /Height 64 /ColorSpace /DeviceGray /BitsPerComponent 8"
         b" /Filter /FlateDecode /Length %d >>\nstream\n" % len(image) + bytes(image) + b"\nendstream",
     ]
-    out = bytearray(b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n")
-    offsets = []
-    for n, body in enumerate(objects, start=1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n" % n + body + b"\nendobj\n"
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    for off in offsets:
-        out += b"%010d 00000 n \n" % off
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
-    return bytes(out)
+    return pdf_file(objects)
 
 
 def pdf_with_annotation(flip=False):
@@ -196,17 +201,7 @@ def pdf_with_annotation(flip=False):
         b"<< /Type /XObject /Subtype /Form /BBox [0 0 40 40] /Filter /FlateDecode /Length %d >>\nstream\n" % len(inner)
         + bytes(inner) + b"\nendstream",
     ]
-    out = bytearray(b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n")
-    offsets = []
-    for n, body in enumerate(objects, start=1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n" % n + body + b"\nendobj\n"
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    for off in offsets:
-        out += b"%010d 00000 n \n" % off
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
-    return bytes(out)
+    return pdf_file(objects)
 
 
 def set_flag_bits(data, name, bits):
