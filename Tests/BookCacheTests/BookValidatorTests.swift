@@ -109,6 +109,7 @@ struct BookValidatorTests {
             ("real/pdfjs-bug1980958.pdf", "refuse: damaged or truncated"),
             ("real/pdfjs-bug1250079.pdf", "warn: no trailer; its catalog (object 1) was found by scanning"),
             ("real/pdfjs-poppler-85140-0.pdf", "refuse: damaged or truncated"),
+            ("real/pdfjs-poppler-91414-0-54.pdf", "refuse: the page tree's /Count is not a number"),
         ])
     func realWorld(name: String, verdict: String) throws {
         let path = Fixtures.books.appendingPathComponent(name).path

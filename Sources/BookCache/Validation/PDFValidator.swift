@@ -276,6 +276,17 @@ private enum QPDFReading {
             return
         }
         var warnings = Self.warnings(qpdf)
+        // Readers find a page through the page tree's /Count (MuPDF: "cannot find page 0 in page
+        // tree"); qpdf walks /Kids and does without it. A /Count that is not a number is damage.
+        // (qpdf reads a /Count it cannot resolve, such as one through a loop of references, as null:
+        // no such key.)
+        if let pageTree = Self.value(qpdf, qpdf_get_root(qpdf), "/Pages"),
+            Self.value(qpdf, pageTree, "/Count").map({ qpdf_oh_is_integer(qpdf, $0) == QPDF_FALSE }) ?? true
+        {
+            self = .failed("the page tree's /Count is not a number, so readers cannot find its pages")
+            return
+        }
+        warnings += Self.warnings(qpdf)
         // Each page's content streams are decoded (not its images or fonts): a page a reader
         // would draw blank or half, such as a CRLF-converted deflate stream, is damage.
         for index in 0..<Int(pages) {

@@ -13,7 +13,8 @@ import Logging
 struct ServeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "serve",
-        abstract: Localized.text("Run the download manager service: a persistent queue, scheduled syncs, an HTTP API, a web page and an OPDS catalogue."),
+        abstract: Localized.text(
+            "Run the download manager service: a persistent queue, scheduled syncs, an HTTP API, a web page and an OPDS catalogue."),
         discussion: """
             Jobs posted to the API (or added with 'bookcache queue add') are kept in the cache's \
             database and end cached, failed or cancelled through restarts and kills; downloads that \
