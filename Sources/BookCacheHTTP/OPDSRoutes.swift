@@ -101,9 +101,11 @@ extension APIServer {
     }
 
     /// A query parameter, decoded as forms and browsers encode it (`+` is a space, `%XX` a
-    /// byte), at most 1,000 bytes and without control characters (`400` otherwise); `nil` when
-    /// absent. The first of a repeated parameter counts.
+    /// byte), at most `maxBytes` (1,000; a page cursor, which carries a title, up to
+    /// ``ShelfQuery/maxCursorBytes``) and without control characters (`400` otherwise); `nil`
+    /// when absent. The first of a repeated parameter counts.
     static func parameter(_ name: String, of request: Request) throws -> String? {
+        let maxBytes = name == "after" ? ShelfQuery.maxCursorBytes : 1000
         guard let query = request.uri.query else { return nil }
         for pair in query.split(separator: "&", omittingEmptySubsequences: true) {
             let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
@@ -111,7 +113,7 @@ extension APIServer {
             guard let value = parts.count > 1 ? decode(parts[1]) : "" else {
                 throw APIBadRequest(message: "\(name) is not percent-encoded UTF-8")
             }
-            guard value.utf8.count <= 1000 else { throw APIBadRequest(message: "\(name) is longer than 1,000 bytes") }
+            guard value.utf8.count <= maxBytes else { throw APIBadRequest(message: "\(name) is longer than \(maxBytes) bytes") }
             guard !value.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else {
                 throw APIBadRequest(message: "\(name) holds a control character")
             }

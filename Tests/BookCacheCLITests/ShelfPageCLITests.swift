@@ -101,6 +101,19 @@ struct ShelfPageCLITests {
             #expect(ended.json["state"] as? String == "cached", "\(ended.body)")
             #expect(try await service.http("POST", "/api/v1/jobs/0000000000000000/retry", body: "").status == 404)
 
+            // A title of 3,000 characters: paging by title passes the cursor made of it back whole
+            let longTitle = "Aa " + String(repeating: "x", count: 3000)
+            let longBook = try await ProcessRunner.run(
+                "bookcache", ["download", "\(server.baseURL)/copy1.epub?long", "--title", longTitle, "--cache-dir", cache])
+            #expect(longBook.status == 0, "\(longBook.stderr)")
+            let firstByTitle = try await service.http("GET", "/api/v1/books?sort=title&limit=1")
+            #expect((firstByTitle.json["books"] as? [[String: Any]])?.first?["title"] as? String == longTitle)
+            let cursor = try #require(firstByTitle.json["next"] as? String)
+            let afterLong = try await service.http("GET", "/api/v1/books?sort=title&limit=1&after=\(cursor)")
+            #expect(afterLong.status == 200, "\(afterLong.body.prefix(200))")
+            let opdsAfterLong = try await service.http("GET", "/opds/new?after=\(cursor)")
+            #expect(opdsAfterLong.status == 400, "a title cursor is not a newest cursor")
+
             // Refresh (the page's button): the book is fetched again as a job and stays one book
             let copy = try #require(ids(try await service.http("GET", "/api/v1/books?q=copy0")).first)
             let fetched = server.requestCount(for: "/copy0.epub")
@@ -119,7 +132,7 @@ struct ShelfPageCLITests {
             #expect((try await service.http("GET", "/api/v1/jobs").json["jobs"] as? [Any])?.isEmpty == true)
             // Clear all: every book goes
             let all = try await service.http("DELETE", "/api/v1/books")
-            #expect(all.json["removed"] as? Int == 120 + added + 1, "\(all.body)")
+            #expect(all.json["removed"] as? Int == 120 + added + 2, "\(all.body)")
             #expect(try await service.http("GET", "/api/v1/stats").json["totalCount"] as? Int == 0)
         }
     }

@@ -155,6 +155,20 @@ struct ShelfQueryTests {
         }
     }
 
+    @Test("a page that ends on a very long title (5,000 characters) still gives a cursor the next page takes")
+    func longTitleCursor() throws {
+        let (manager, dir) = try cache(4)
+        defer { dir.remove() }
+        var long = try Self.record(100)
+        long.title = "A" + String(repeating: "é", count: 5000)
+        try index(dir).update { transaction in transaction[key: long.id] = long }
+        let first = try manager.shelf(ShelfQuery(order: .title, limit: 1))
+        #expect(first.books.map(\.id) == [long.id])
+        let next = try #require(first.next)
+        let second = try manager.shelf(ShelfQuery(order: .title, limit: 1, after: next))
+        #expect(second.books.count == 1 && second.books[0].id != long.id)
+    }
+
     @Test("a cursor of another order, or not a cursor at all, is refused with invalidArgument")
     func badCursors() throws {
         let (manager, dir) = try cache(20)

@@ -49,6 +49,9 @@ public struct ShelfQuery: Sendable, Hashable {
     public static let maxLimit = 500
     /// The most search words used; more are ignored.
     public static let maxSearchWords = 8
+    /// The longest cursor taken: a title-order cursor carries the whole title (base64 of its
+    /// JSON), so a long title makes a long cursor.
+    package static let maxCursorBytes = 64 << 10
 
     /// Creates a query.
     /// - Parameters:
@@ -133,7 +136,7 @@ struct ShelfCursor: Equatable {
 
     /// Reads a cursor; `nil` when `text` is not one this type wrote for `order`.
     init?(_ text: String, for order: ShelfQuery.Order) {
-        guard text.utf8.count <= 4096 else { return nil }
+        guard text.utf8.count <= ShelfQuery.maxCursorBytes else { return nil }
         var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         while base64.utf8.count % 4 != 0 { base64 += "=" }
         guard let data = Data(base64Encoded: base64) else { return nil }
