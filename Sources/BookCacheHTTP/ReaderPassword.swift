@@ -16,9 +16,9 @@ import Foundation
 /// catalogue and the books' files and covers, nothing of the API. Digest is not offered: a
 /// Digest server must keep a password-equivalent (the MD5 of user, realm and password), which
 /// would make the file on disk as good as the password itself.
-public struct ReaderPassword: Codable, Sendable, Hashable {
+package struct ReaderPassword: Codable, Sendable, Hashable {
     /// The user name readers log in with.
-    public var user: String
+    package var user: String
     var algorithm: String
     var iterations: UInt32
     var salt: String
@@ -30,7 +30,7 @@ public struct ReaderPassword: Codable, Sendable, Hashable {
 
     /// A new login with a random salt.
     /// - Throws: ``ServiceSetupError`` when the user name or password is not usable.
-    public init(user: String, password: String) throws(ServiceSetupError) {
+    package init(user: String, password: String) throws(ServiceSetupError) {
         guard !user.isEmpty, user.utf8.count <= 64, !user.contains(":"),
             user.unicodeScalars.allSatisfy({ $0.value >= 0x20 && $0 != "\u{7F}" })
         else {
@@ -42,13 +42,11 @@ public struct ReaderPassword: Codable, Sendable, Hashable {
         guard !password.unicodeScalars.contains(where: { $0.value < 0x20 || $0 == "\u{7F}" }) else {
             throw ServiceSetupError("the reader password must not hold control characters (an e-reader cannot type them)")
         }
-        var saltBytes = [UInt8](repeating: 0, count: 16)
-        guard bookcache_random_bytes(&saltBytes, 16) == 1 else { throw ServiceSetupError("no random bytes for a salt") }
         self.user = user
         algorithm = Self.algorithmName
         iterations = Self.defaultIterations
-        salt = Self.hex(saltBytes)
-        hash = try Self.derive(password, salt: saltBytes, iterations: Self.defaultIterations)
+        salt = ServiceAccess.randomHex(bytes: 16)
+        hash = try Self.derive(password, salt: Self.bytes(hex: salt) ?? [], iterations: Self.defaultIterations)
     }
 
     /// Whether `user` and `password` are this login (the hash compared in constant time).
@@ -57,15 +55,15 @@ public struct ReaderPassword: Codable, Sendable, Hashable {
             let derived = try? Self.derive(password, salt: saltBytes, iterations: iterations)
         else { return false }
         // Both compared whole, so a wrong user name costs what a wrong password does
-        let userMatches = Self.constantTimeEqual(Array(user.utf8), Array(self.user.utf8))
-        return Self.constantTimeEqual(Array(derived.utf8), Array(hash.utf8)) && userMatches
+        let userMatches = ServiceAccess.constantTimeEqual(user, self.user)
+        return ServiceAccess.constantTimeEqual(derived, hash) && userMatches
     }
 
     // MARK: - The file
 
     /// Reads the login kept with the cache at `cacheRoot`; `nil` when none is set.
     /// - Throws: ``ServiceSetupError`` when the file is readable by others or not a login.
-    public static func read(in cacheRoot: URL) throws(ServiceSetupError) -> ReaderPassword? {
+    package static func read(in cacheRoot: URL) throws(ServiceSetupError) -> ReaderPassword? {
         let file = CacheLayout(root: cacheRoot).readerPasswordFile
         guard FileManager.default.fileExists(atPath: file.path) else { return nil }
         let mode: Int
@@ -91,7 +89,7 @@ public struct ReaderPassword: Codable, Sendable, Hashable {
     }
 
     /// Keeps this login with the cache at `cacheRoot` (mode 0600, written atomically and synced).
-    public func write(in cacheRoot: URL) throws(ServiceSetupError) {
+    package func write(in cacheRoot: URL) throws(ServiceSetupError) {
         let file = CacheLayout(root: cacheRoot).readerPasswordFile
         do {
             let encoder = JSONEncoder()
@@ -106,7 +104,7 @@ public struct ReaderPassword: Codable, Sendable, Hashable {
     /// token and the page's session.
     /// - Returns: Whether there was one.
     @discardableResult
-    public static func remove(in cacheRoot: URL) throws(ServiceSetupError) -> Bool {
+    package static func remove(in cacheRoot: URL) throws(ServiceSetupError) -> Bool {
         let file = CacheLayout(root: cacheRoot).readerPasswordFile
         guard unlink(file.path) == 0 else {
             guard errno == ENOENT else { throw ServiceSetupError("cannot remove \(file.path) (\(String(cString: strerror(errno))))") }
@@ -154,12 +152,5 @@ public struct ReaderPassword: Codable, Sendable, Hashable {
         case UInt8(ascii: "a")...UInt8(ascii: "f"): digit - UInt8(ascii: "a") + 10
         default: nil
         }
-    }
-
-    static func constantTimeEqual(_ x: [UInt8], _ y: [UInt8]) -> Bool {
-        guard x.count == y.count else { return false }
-        var difference: UInt8 = 0
-        for index in x.indices { difference |= x[index] ^ y[index] }
-        return difference == 0
     }
 }

@@ -166,7 +166,8 @@ public final class ServiceAccess: Sendable {
         return (0..<bytes).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &generator)) }.joined()
     }
 
-    private static func constantTimeEqual(_ a: String, _ b: String) -> Bool {
+    /// Whether `a` and `b` are the same bytes, in a time that does not depend on where they differ.
+    static func constantTimeEqual(_ a: String, _ b: String) -> Bool {
         let x = Array(a.utf8)
         let y = Array(b.utf8)
         guard x.count == y.count else { return false }

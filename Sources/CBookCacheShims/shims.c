@@ -96,7 +96,6 @@ int bookcache_limit_malloc_arenas(int count) { return mallopt(M_ARENA_MAX, count
 int bookcache_limit_malloc_arenas(int count) { (void)count; return 0; }
 #endif
 
-#include <openssl/rand.h>
 
 int bookcache_pbkdf2_sha256(const void *password, unsigned long long passwordLength, const unsigned char *salt,
                             unsigned long long saltLength, unsigned int iterations, unsigned char *key, unsigned int length) {
@@ -105,10 +104,6 @@ int bookcache_pbkdf2_sha256(const void *password, unsigned long long passwordLen
                              (int)length, key);
 }
 
-int bookcache_random_bytes(unsigned char *bytes, unsigned int count) {
-    if (count > 0x7fffffff) return 0;
-    return RAND_bytes(bytes, (int)count);
-}
 
 int bookcache_inflate_check(const void *bytes, unsigned long long count, const char **message) {
     z_stream stream = {0};

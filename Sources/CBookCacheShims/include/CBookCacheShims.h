@@ -43,9 +43,6 @@ void bookcache_sha256_free(void *context);
 int bookcache_pbkdf2_sha256(const void *password, unsigned long long passwordLength, const unsigned char *salt,
                             unsigned long long saltLength, unsigned int iterations, unsigned char *key, unsigned int length);
 
-/// Fills `bytes` with `count` bytes from OpenSSL's CSPRNG. Returns 1, or 0 on failure.
-int bookcache_random_bytes(unsigned char *bytes, unsigned int count);
-
 /// Caps glibc's malloc arenas at `count` (`mallopt(M_ARENA_MAX)`). Returns 1, or 0 where there
 /// is no such setting (not glibc) or it failed.
 int bookcache_limit_malloc_arenas(int count);
