@@ -31,9 +31,9 @@ public final class CalibreWeb: Sendable {
     }
 
     /// How many times calibre-web has logged a failed OPDS login (`OPDS Login failed for user …`).
-    public var failedLogins: Int {
-        let log = (try? String(contentsOf: logFile, encoding: .utf8)) ?? ""
-        return log.components(separatedBy: "OPDS Login failed").count - 1
+    /// - Throws: When its log cannot be read (a missing log is not "no failures").
+    public func failedLogins() throws -> Int {
+        try String(contentsOf: logFile, encoding: .utf8).components(separatedBy: "OPDS Login failed").count - 1
     }
 
     /// Starts calibre-web and returns once it says it has started.
