@@ -296,16 +296,12 @@ private enum QPDFReading {
             let status = qpdf_oh_get_page_content_data(qpdf, page, &buffer, &length)
             free(buffer)
             qpdf_oh_release(qpdf, page)
-            let decoding = Self.warnings(qpdf)
-            // A stream whose length was wrong is found again by its endstream, as readers find
-            // it (a warning); a stream that cannot be decoded is damage.
-            let undecodable = decoding.first { $0.contains("error decoding stream data") }
-            if status & QPDF_ERRORS != 0 || undecodable != nil {
-                let detail = qpdf_get_error(qpdf).map { Self.text(qpdf, $0) } ?? "cannot be decoded"
-                self = .failed("the content of page \(index + 1) is damaged: \(undecodable ?? detail)")
+            let decoding = Self.decoding(qpdf, status: status)
+            if let damage = decoding.damage {
+                self = .failed("the content of page \(index + 1) is damaged: \(damage)")
                 return
             }
-            warnings += decoding
+            warnings += decoding.warnings
         }
         // What the pages draw from: embedded font programs, images, forms and annotations'
         // appearances (Flate and the other
@@ -319,7 +315,7 @@ private enum QPDFReading {
             let contents = Self.value(qpdf, page, "/Contents")
             let contentStreams = contents.map { Self.items(qpdf, $0).isEmpty ? [$0] : Self.items(qpdf, $0) } ?? []
             for stream in contentStreams where qpdf_oh_is_stream(qpdf, stream) != QPDF_FALSE {
-                if let damage = Self.flateDamage(qpdf, stream) {
+                if case .damaged(let damage) = Self.flateCheck(qpdf, stream) {
                     self = .failed("the content of page \(index + 1) is damaged: \(damage)")
                     return
                 }
@@ -329,22 +325,26 @@ private enum QPDFReading {
             // already; only what decoding says counts below.
             _ = Self.warnings(qpdf)
             for (stream, what) in drawn {
-                if let damage = Self.flateDamage(qpdf, stream) {
+                switch Self.flateCheck(qpdf, stream) {
+                case .damaged(let damage):
                     self = .failed("\(what) on page \(index + 1) is damaged: \(damage)")
                     return
+                case .whole where Self.value(qpdf, stream, "/DecodeParms") == nil:
+                    // zlib inflated it to its end already: qpdf would only do it again (with a
+                    // predictor to undo, qpdf still decodes it)
+                    continue
+                case .whole, .notFlate:
+                    var buffer: UnsafeMutablePointer<UInt8>?
+                    var length = 0
+                    let status = qpdf_oh_get_stream_data(qpdf, stream, qpdf_dl_generalized, nil, &buffer, &length)
+                    free(buffer)
+                    let decoding = Self.decoding(qpdf, status: status)
+                    if let damage = decoding.damage {
+                        self = .failed("\(what) on page \(index + 1) is damaged: \(damage)")
+                        return
+                    }
+                    warnings += decoding.warnings
                 }
-                var buffer: UnsafeMutablePointer<UInt8>?
-                var length = 0
-                let status = qpdf_oh_get_stream_data(qpdf, stream, qpdf_dl_generalized, nil, &buffer, &length)
-                free(buffer)
-                let decoding = Self.warnings(qpdf)
-                let undecodable = decoding.first { $0.contains("error decoding stream data") }
-                if status & QPDF_ERRORS != 0 || undecodable != nil {
-                    let detail = qpdf_get_error(qpdf).map { Self.text(qpdf, $0) } ?? "cannot be decoded"
-                    self = .failed("\(what) on page \(index + 1) is damaged: \(undecodable ?? detail)")
-                    return
-                }
-                warnings += decoding
             }
         }
         self = .read(pages: Int(pages), warnings: warnings)
@@ -407,27 +407,49 @@ private enum QPDFReading {
         return streams
     }
 
-    /// Why a stream kept with FlateDecode alone does not inflate to its end with its checksum
-    /// right; `nil` when it does, or has other filters (qpdf decodes those). qpdf hands back what
-    /// inflated before a wrong checksum without a word, as poppler does; zlib itself says.
-    private static func flateDamage(_ qpdf: qpdf_data, _ stream: qpdf_oh) -> String? {
-        guard let filter = value(qpdf, stream, "/Filter") else { return nil }
+    /// What qpdf said about a decoding that returned `status`: why it could not decode (its
+    /// error, or its "error decoding stream data" warning), or its warnings. A stream whose length
+    /// was wrong is found again by its endstream, as readers find it (a warning).
+    private static func decoding(_ qpdf: qpdf_data, status: QPDF_ERROR_CODE) -> (damage: String?, warnings: [String]) {
+        let decoding = warnings(qpdf)
+        let undecodable = decoding.first { $0.contains("error decoding stream data") }
+        guard status & QPDF_ERRORS == 0, undecodable == nil else {
+            return (undecodable ?? qpdf_get_error(qpdf).map { text(qpdf, $0) } ?? "cannot be decoded", [])
+        }
+        return (nil, decoding)
+    }
+
+    /// A stream kept with FlateDecode alone, inflated by zlib to its end with its checksum
+    /// checked: qpdf hands back what inflated before a wrong checksum without a word, as poppler
+    /// does; zlib itself says.
+    private enum FlateCheck {
+        /// Other filters, or none: qpdf decodes it.
+        case notFlate
+        /// It inflates to its end, its checksum right.
+        case whole
+        /// Why it does not.
+        case damaged(String)
+    }
+
+    private static func flateCheck(_ qpdf: qpdf_data, _ stream: qpdf_oh) -> FlateCheck {
+        guard let filter = value(qpdf, stream, "/Filter") else { return .notFlate }
         let names = items(qpdf, filter)
         let flate =
             qpdf_oh_is_name_and_equals(qpdf, filter, "/FlateDecode") != QPDF_FALSE
             || (names.count == 1 && qpdf_oh_is_name_and_equals(qpdf, names[0], "/FlateDecode") != QPDF_FALSE)
-        guard flate else { return nil }
+        guard flate else { return .notFlate }
         var buffer: UnsafeMutablePointer<UInt8>?
         var length = 0
         let status = qpdf_oh_get_stream_data(qpdf, stream, qpdf_dl_none, nil, &buffer, &length)
         defer { free(buffer) }
         _ = warnings(qpdf)
-        guard status & QPDF_ERRORS == 0, let buffer else { return nil }
+        guard status & QPDF_ERRORS == 0, let buffer else { return .notFlate }
         var message: UnsafePointer<CChar>?
         switch bookcache_inflate_check(buffer, UInt64(length), &message) {
-        case 1: return "its compressed data is wrong (\(message.map { String(cString: $0) } ?? "zlib refuses it"))"
-        case 2: return "its compressed data stops before its end"
-        default: return nil
+        case 0: return .whole
+        case 1: return .damaged("its compressed data is wrong (\(message.map { String(cString: $0) } ?? "zlib refuses it"))")
+        case 2: return .damaged("its compressed data stops before its end")
+        default: return .notFlate
         }
     }
 
