@@ -55,7 +55,7 @@ final class IndexStore: Sendable {
         return try withIndex { index throws(SQLiteError) in
             if let own = try index.record(id.description) { return (own, nil) }
             guard let url, let key else { return (nil, nil) }
-            let found = try index.records(fileURL: url.absoluteString, spellings: [key], type: id.type)
+            let found = try index.records(fileURL: url.absoluteString, or: key, type: id.type)
             return (nil, found.sorted { $0.id < $1.id }.first { URL(string: $0.fileUrl).map(BookDownloadRequest.identityKey(for:)) == key })
         }
     }

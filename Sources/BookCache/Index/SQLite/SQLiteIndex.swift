@@ -155,15 +155,15 @@ final class SQLiteIndex {
         return record
     }
 
-    /// The records of `type` whose file URL is `url` or one of `spellings`.
-    func records(fileURL url: String, spellings: [String], type: BookType) throws(SQLiteError) -> [CachedBookMetadata] {
+    /// The records of `type` whose file URL is `url` or `spelling` (its identity key).
+    func records(fileURL url: String, or spelling: String, type: BookType) throws(SQLiteError) -> [CachedBookMetadata] {
         // `+bookType`: the URL's index, not the type's (which, without statistics, SQLite took,
         // scanning every book of the type for each download)
-        let statement = try database.statement("SELECT \(Self.columns) FROM book WHERE fileUrl IN (?1, ?2, ?3) AND +bookType = ?4")
+        let statement = try database.statement("SELECT \(Self.columns) FROM book WHERE fileUrl IN (?1, ?2) AND +bookType = ?3")
         defer { statement.reset() }
-        let candidates = ([url] + spellings + [url, url]).prefix(3)
-        for (offset, candidate) in candidates.enumerated() { statement.bind(candidate, at: Int32(offset + 1)) }
-        statement.bind(type.rawValue, at: 4)
+        statement.bind(url, at: 1)
+        statement.bind(spelling, at: 2)
+        statement.bind(type.rawValue, at: 3)
         return try records(of: statement)
     }
 
