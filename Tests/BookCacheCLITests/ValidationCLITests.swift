@@ -43,6 +43,25 @@ struct ValidationCLITests {
         }
     }
 
+    @Test("a PDF whose page content cannot be decoded is refused with one line: nothing of qpdf's own on stderr")
+    func undecodableContentSaysOneThing() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        // A CRLF-converted copy: its deflated content streams no longer inflate
+        let bytes = try Data(contentsOf: Fixtures.books.appendingPathComponent("compressed.pdf"))
+        var converted = Data()
+        for byte in bytes where byte != 0x0D {
+            if byte == 0x0A { converted.append(0x0D) }
+            converted.append(byte)
+        }
+        let file = dir.path("crlf.pdf")
+        try converted.write(to: file)
+        let result = try await ProcessRunner.run("bookcache", ["validate", file.path])
+        #expect(result.status != 0)
+        #expect(result.stdout.contains("refused: the content of page"), "\(result.stdout)")
+        #expect(!result.stderr.contains("application did not handle error"), "\(result.stderr)")
+    }
+
     @Test("sync says a quirk once, and --json carries it")
     func syncWarns() async throws {
         let quirk = try Fixtures.data("quirks/mimetype-extra-field.epub")

@@ -413,9 +413,10 @@ private enum QPDFReading {
     private static func decoding(_ qpdf: qpdf_data, status: QPDF_ERROR_CODE) -> (damage: String?, warnings: [String]) {
         let decoding = warnings(qpdf)
         let undecodable = decoding.first { $0.contains("error decoding stream data") }
-        guard status & QPDF_ERRORS == 0, undecodable == nil else {
-            return (undecodable ?? qpdf_get_error(qpdf).map { text(qpdf, $0) } ?? "cannot be decoded", [])
-        }
+        // Taken whenever there is one: an error left untaken makes qpdf print "application did not
+        // handle error" on the user's terminal when it is cleaned up.
+        let error = status & QPDF_ERRORS != 0 ? qpdf_get_error(qpdf).map { text(qpdf, $0) } ?? "cannot be decoded" : nil
+        if let damage = undecodable ?? error { return (damage, []) }
         return (nil, decoding)
     }
 
