@@ -1,5 +1,6 @@
 import CBookCacheShims
 import CQPDF
+import DownloadQueue
 import Foundation
 
 #if canImport(Glibc)
@@ -251,7 +252,7 @@ private enum QPDFReading {
 
     init(_ bytes: UnsafeRawBufferPointer, name: String) {
         var handle: qpdf_data? = qpdf_init()
-        defer { qpdf_cleanup(&handle) }
+        defer { if handle != nil { qpdf_cleanup(&handle) } }
         guard let qpdf = handle else {
             self = .failed("qpdf could not start (out of memory)")
             return
@@ -287,88 +288,120 @@ private enum QPDFReading {
             return
         }
         warnings += Self.warnings(qpdf)
-        // Each page's content streams are decoded (not its images or fonts): a page a reader
-        // would draw blank or half, such as a CRLF-converted deflate stream, is damage.
-        for index in 0..<Int(pages) {
-            let page = qpdf_get_page_n(qpdf, index)
-            var buffer: UnsafeMutablePointer<UInt8>?
-            var length = 0
-            let status = qpdf_oh_get_page_content_data(qpdf, page, &buffer, &length)
-            free(buffer)
-            qpdf_oh_release(qpdf, page)
-            let decoding = Self.decoding(qpdf, status: status)
-            if let damage = decoding.damage {
-                self = .failed("the content of page \(index + 1) is damaged: \(damage)")
-                return
-            }
-            warnings += decoding.warnings
+        // Each page's content streams, then what the page draws from: embedded font programs,
+        // images, forms and annotations' appearances, each stream once however many pages share
+        // it. A page a reader would draw blank or half (a CRLF-converted deflate stream, a
+        // flipped byte in a compressed font or image) is damage. Flate and the other general
+        // filters are decoded; a JPEG is left to the reader's decoder. zlib checks the deflate
+        // streams on a second lane while qpdf walks the pages (a large file's fonts alone inflate
+        // to tens of megabytes); the first damage in page order is the verdict either way.
+        let checks = InflateChecks(alongside: bytes.count >= Self.parallelCheckBytes && Lanes.available > 1)
+        let walk = Self.walkPages(qpdf, pages: Int(pages), checks: checks)
+        // qpdf's teardown (a good part of a large file's read) while the last checks run: they
+        // have their own copies of the bytes.
+        qpdf_cleanup(&handle)
+        checks.finish()
+        let damage = [walk.damage, checks.firstDamage].compactMap { $0 }.min { $0.position < $1.position }
+        if let damage {
+            self = .failed(damage.reason)
+            return
         }
-        // What the pages draw from: embedded font programs, images, forms and annotations'
-        // appearances (Flate and the other
-        // general filters; a JPEG is left to the reader's decoder), each stream once however many
-        // pages share it. A flipped byte in a compressed font or image fails its decoding here.
+        self = .read(pages: Int(pages), warnings: warnings + walk.warnings)
+    }
+
+    /// Below this size a PDF's deflate streams are checked on the validating thread alone.
+    private static let parallelCheckBytes = 1 << 20
+
+    /// Walks the pages in order, hands each deflate stream's bytes to `checks`, and has qpdf
+    /// decode the others (and those with a predictor to undo). Returns qpdf's first damage (in
+    /// the order streams were met) and its warnings; ends early once `checks` has found damage.
+    /// `checks` may still be checking when it returns.
+    private static func walkPages(
+        _ qpdf: qpdf_data, pages: Int, checks: InflateChecks
+    ) -> (damage: InflateChecks.Damage?, warnings: [String]) {
+        var warnings: [String] = []
         _ = qpdf_push_inherited_attributes_to_page(qpdf)
         _ = Self.warnings(qpdf)
-        var seen = Set<Int32>()
-        for index in 0..<Int(pages) {
+        var seen = Visited()
+        var position = 0
+        for index in 0..<pages {
+            if checks.firstDamage != nil { break }
             let page = qpdf_get_page_n(qpdf, index)
             let contents = Self.value(qpdf, page, "/Contents")
-            let contentStreams = contents.map { Self.items(qpdf, $0).isEmpty ? [$0] : Self.items(qpdf, $0) } ?? []
-            for stream in contentStreams where qpdf_oh_is_stream(qpdf, stream) != QPDF_FALSE {
-                if case .damaged(let damage) = Self.flateCheck(qpdf, stream) {
-                    self = .failed("the content of page \(index + 1) is damaged: \(damage)")
-                    return
-                }
-            }
-            let drawn = Self.resourceStreams(qpdf, of: page, depth: 0, seen: &seen) + Self.annotationStreams(qpdf, of: page, seen: &seen)
+            let contentStreams = (contents.map { Self.items(qpdf, $0).isEmpty ? [$0] : Self.items(qpdf, $0) } ?? [])
+                .filter { qpdf_oh_is_stream(qpdf, $0) != QPDF_FALSE }
+                .map { ($0, "the content of", qpdf_dl_specialized) }
+            let drawn = (Self.resourceStreams(qpdf, of: page, depth: 0, seen: &seen) + Self.annotationStreams(qpdf, of: page, seen: &seen))
+                .map { ($0.0, "\($0.1) on", qpdf_dl_generalized) }
             // What qpdf said while the page's objects were looked up is about those objects, read
-            // already; only what decoding says counts below.
+            // already; only what reading and decoding their streams says counts below.
             _ = Self.warnings(qpdf)
-            for (stream, what) in drawn {
-                switch Self.flateCheck(qpdf, stream) {
-                case .damaged(let damage):
-                    self = .failed("\(what) on page \(index + 1) is damaged: \(damage)")
-                    return
-                case .whole where Self.value(qpdf, stream, "/DecodeParms") == nil:
-                    // zlib inflated it to its end already: qpdf would only do it again (with a
-                    // predictor to undo, qpdf still decodes it)
-                    continue
-                case .whole, .notFlate:
-                    var buffer: UnsafeMutablePointer<UInt8>?
-                    var length = 0
-                    let status = qpdf_oh_get_stream_data(qpdf, stream, qpdf_dl_generalized, nil, &buffer, &length)
-                    free(buffer)
-                    let decoding = Self.decoding(qpdf, status: status)
-                    if let damage = decoding.damage {
-                        self = .failed("\(what) on page \(index + 1) is damaged: \(damage)")
-                        return
-                    }
-                    warnings += decoding.warnings
+            for (stream, what, level) in contentStreams + drawn {
+                position += 1
+                let description = "\(what) page \(index + 1) is damaged"
+                if Self.isFlateOnly(qpdf, stream), let raw = Self.rawData(qpdf, stream) {
+                    warnings += raw.warnings
+                    checks.add(InflateChecks.Item(position: position, bytes: raw.bytes, count: raw.count, description: description))
+                    // zlib inflates it to its end: qpdf would only do it again, unless a
+                    // predictor is to be undone
+                    if Self.value(qpdf, stream, "/DecodeParms") == nil { continue }
                 }
+                var buffer: UnsafeMutablePointer<UInt8>?
+                var length = 0
+                let status = qpdf_oh_get_stream_data(qpdf, stream, level, nil, &buffer, &length)
+                free(buffer)
+                let decoding = Self.decoding(qpdf, status: status)
+                if let damage = decoding.damage {
+                    return (InflateChecks.Damage(position: position, reason: "\(description): \(damage)"), warnings)
+                }
+                warnings += decoding.warnings
             }
+            // The handles this page took (every key looked up makes one) are not needed again:
+            // kept, they would grow with the pages and make clean-up slow.
+            qpdf_oh_release_all(qpdf)
         }
-        self = .read(pages: Int(pages), warnings: warnings)
+        return (nil, warnings)
+    }
+
+    /// The objects already looked into, by object number: the streams checked, the fonts and
+    /// annotations followed, and the resource dictionaries with the smallest form depth they were
+    /// read at (pages commonly share one).
+    private struct Visited {
+        var objects = Set<Int32>()
+        var resources: [Int32: Int] = [:]
+
+        /// Whether `object` is new (a direct object, with no number, always is).
+        mutating func first(_ qpdf: qpdf_data, _ object: qpdf_oh) -> Bool {
+            let id = qpdf_oh_get_object_id(qpdf, object)
+            return id == 0 || objects.insert(id).inserted
+        }
+
+        /// Whether the resource dictionary `resources` has not been read at `depth` or less.
+        mutating func first(_ qpdf: qpdf_data, resources: qpdf_oh, depth: Int) -> Bool {
+            let id = qpdf_oh_get_object_id(qpdf, resources)
+            guard id != 0 else { return true }
+            if let earlier = self.resources[id], earlier <= depth { return false }
+            self.resources[id] = depth
+            return true
+        }
     }
 
     /// The font programs and images `owner` (a page or a form) draws with, and its forms'
     /// content and theirs (three levels at most), each object once (`seen`), with what it is.
     private static func resourceStreams(
-        _ qpdf: qpdf_data, of owner: qpdf_oh, depth: Int, seen: inout Set<Int32>
+        _ qpdf: qpdf_data, of owner: qpdf_oh, depth: Int, seen: inout Visited
     ) -> [(qpdf_oh, String)] {
-        guard let resources = value(qpdf, owner, "/Resources") else { return [] }
+        guard let resources = value(qpdf, owner, "/Resources"), seen.first(qpdf, resources: resources, depth: depth) else { return [] }
         var streams: [(qpdf_oh, String)] = []
-        func once(_ object: qpdf_oh) -> Bool {
-            let id = qpdf_oh_get_object_id(qpdf, object)
-            return id == 0 || seen.insert(id).inserted
-        }
         if let fonts = value(qpdf, resources, "/Font") {
             for name in keys(qpdf, fonts) {
-                var font = value(qpdf, fonts, name)
+                guard var font = value(qpdf, fonts, name), seen.first(qpdf, font) else { continue }
                 // A composite (Type0) font's program is in its descendant font
                 if let descendant = items(qpdf, value(qpdf, font, "/DescendantFonts")).first { font = descendant }
                 let descriptor = value(qpdf, font, "/FontDescriptor")
                 for key in ["/FontFile", "/FontFile2", "/FontFile3"] {
-                    if let program = value(qpdf, descriptor, key), qpdf_oh_is_stream(qpdf, program) != QPDF_FALSE, once(program) {
+                    if let program = value(qpdf, descriptor, key), qpdf_oh_is_stream(qpdf, program) != QPDF_FALSE, seen.first(qpdf, program)
+                    {
                         streams.append((program, "the font \(name)"))
                     }
                 }
@@ -376,7 +409,8 @@ private enum QPDFReading {
         }
         if let objects = value(qpdf, resources, "/XObject") {
             for name in keys(qpdf, objects) {
-                guard let object = value(qpdf, objects, name), qpdf_oh_is_stream(qpdf, object) != QPDF_FALSE, once(object) else { continue }
+                guard let object = value(qpdf, objects, name), qpdf_oh_is_stream(qpdf, object) != QPDF_FALSE, seen.first(qpdf, object)
+                else { continue }
                 guard let subtype = value(qpdf, object, "/Subtype") else { continue }
                 if qpdf_oh_is_name_and_equals(qpdf, subtype, "/Image") != QPDF_FALSE {
                     streams.append((object, "the image \(name)"))
@@ -391,15 +425,13 @@ private enum QPDFReading {
 
     /// The appearance streams a page's annotations are drawn with (`/Annots` → `/AP` → `/N`, a
     /// stream or a dictionary of states), and what they draw with, each once.
-    private static func annotationStreams(_ qpdf: qpdf_data, of page: qpdf_oh, seen: inout Set<Int32>) -> [(qpdf_oh, String)] {
+    private static func annotationStreams(_ qpdf: qpdf_data, of page: qpdf_oh, seen: inout Visited) -> [(qpdf_oh, String)] {
         var streams: [(qpdf_oh, String)] = []
-        for (index, annotation) in items(qpdf, value(qpdf, page, "/Annots")).enumerated() {
+        for (index, annotation) in items(qpdf, value(qpdf, page, "/Annots")).enumerated() where seen.first(qpdf, annotation) {
             guard let normal = value(qpdf, value(qpdf, annotation, "/AP"), "/N") else { continue }
             let appearances =
                 qpdf_oh_is_stream(qpdf, normal) != QPDF_FALSE ? [normal] : keys(qpdf, normal).compactMap { value(qpdf, normal, $0) }
-            for appearance in appearances where qpdf_oh_is_stream(qpdf, appearance) != QPDF_FALSE {
-                let id = qpdf_oh_get_object_id(qpdf, appearance)
-                guard id == 0 || seen.insert(id).inserted else { continue }
+            for appearance in appearances where qpdf_oh_is_stream(qpdf, appearance) != QPDF_FALSE && seen.first(qpdf, appearance) {
                 streams.append((appearance, "annotation \(index + 1)'s appearance"))
                 streams += resourceStreams(qpdf, of: appearance, depth: 1, seen: &seen)
             }
@@ -420,38 +452,32 @@ private enum QPDFReading {
         return (nil, decoding)
     }
 
-    /// A stream kept with FlateDecode alone, inflated by zlib to its end with its checksum
-    /// checked: qpdf hands back what inflated before a wrong checksum without a word, as poppler
-    /// does; zlib itself says.
-    private enum FlateCheck {
-        /// Other filters, or none: qpdf decodes it.
-        case notFlate
-        /// It inflates to its end, its checksum right.
-        case whole
-        /// Why it does not.
-        case damaged(String)
+    /// Whether a stream is kept with FlateDecode alone: zlib can check it to its end, checksum
+    /// included, where qpdf hands back what inflated before a wrong checksum without a word (as
+    /// poppler does).
+    private static func isFlateOnly(_ qpdf: qpdf_data, _ stream: qpdf_oh) -> Bool {
+        guard let filter = value(qpdf, stream, "/Filter") else { return false }
+        let names = items(qpdf, filter)
+        return qpdf_oh_is_name_and_equals(qpdf, filter, "/FlateDecode") != QPDF_FALSE
+            || (names.count == 1 && qpdf_oh_is_name_and_equals(qpdf, names[0], "/FlateDecode") != QPDF_FALSE)
     }
 
-    private static func flateCheck(_ qpdf: qpdf_data, _ stream: qpdf_oh) -> FlateCheck {
-        guard let filter = value(qpdf, stream, "/Filter") else { return .notFlate }
-        let names = items(qpdf, filter)
-        let flate =
-            qpdf_oh_is_name_and_equals(qpdf, filter, "/FlateDecode") != QPDF_FALSE
-            || (names.count == 1 && qpdf_oh_is_name_and_equals(qpdf, names[0], "/FlateDecode") != QPDF_FALSE)
-        guard flate else { return .notFlate }
+    /// A stream's bytes as stored (to be freed by the caller), and what qpdf said reading them
+    /// (its /Length was wrong and its endstream found instead); `nil` when they cannot be read.
+    private static func rawData(
+        _ qpdf: qpdf_data, _ stream: qpdf_oh
+    ) -> (bytes: UnsafeMutablePointer<UInt8>, count: Int, warnings: [String])? {
         var buffer: UnsafeMutablePointer<UInt8>?
         var length = 0
         let status = qpdf_oh_get_stream_data(qpdf, stream, qpdf_dl_none, nil, &buffer, &length)
-        defer { free(buffer) }
-        _ = warnings(qpdf)
-        guard status & QPDF_ERRORS == 0, let buffer else { return .notFlate }
-        var message: UnsafePointer<CChar>?
-        switch bookcache_inflate_check(buffer, UInt64(length), &message) {
-        case 0: return .whole
-        case 1: return .damaged("its compressed data is wrong (\(message.map { String(cString: $0) } ?? "zlib refuses it"))")
-        case 2: return .damaged("its compressed data stops before its end")
-        default: return .notFlate
+        let reading = warnings(qpdf)
+        guard status & QPDF_ERRORS == 0, let buffer else {
+            // Taken, or qpdf prints it at clean-up; the decoding that follows says it again.
+            _ = qpdf_get_error(qpdf)
+            free(buffer)
+            return nil
         }
+        return (buffer, length, reading)
     }
 
     /// The value of `key` in `object` (a dictionary, or a stream's dictionary); `nil` when it has

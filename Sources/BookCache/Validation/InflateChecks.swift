@@ -1,0 +1,80 @@
+import CBookCacheShims
+import DownloadQueue
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// Deflate streams checked by zlib to their end, checksum included, as a PDF's pages meet them:
+/// ``add(_:)`` each stream's stored bytes, ``finish()``, then ``firstDamage`` is the damaged
+/// stream met first. With `alongside`, the checks run on other blocking-work threads (a
+/// ``Handoff``) while the caller goes on walking the pages; otherwise on the caller's thread.
+final class InflateChecks: Sendable {
+    /// A stream's stored bytes, owned (freed with `free`) by the checks once added.
+    struct Item: @unchecked Sendable {
+        /// Its place in the walk: a smaller position is reported first.
+        let position: Int
+        let bytes: UnsafeMutablePointer<UInt8>
+        let count: Int
+        /// What the stream is, as the verdict starts ("the font /F1 on page 3 is damaged").
+        let description: String
+    }
+
+    /// A damaged stream: where the walk met it, and the verdict.
+    struct Damage: Sendable {
+        let position: Int
+        let reason: String
+    }
+
+    /// How many streams may wait for a check before the walk checks one itself.
+    private static let depth = 256
+
+    /// The damaged stream met first, shared with the checks that run alongside.
+    private final class FirstDamage: Sendable {
+        let value = Mutex<Damage?>(nil)
+    }
+
+    private let damage = FirstDamage()
+    private let handoff: Handoff<Item>?
+
+    init(alongside: Bool) {
+        let damage = self.damage
+        handoff = alongside ? Handoff(depth: Self.depth) { Self.check($0, into: damage) } : nil
+    }
+
+    /// The damaged stream met first, among those checked so far.
+    var firstDamage: Damage? { damage.value.withLock { $0 } }
+
+    /// Checks a stream, here or alongside.
+    func add(_ item: Item) {
+        guard let handoff else { return Self.check(item, into: damage) }
+        handoff.put(item)
+    }
+
+    /// Returns when every stream added has been checked.
+    func finish() {
+        handoff?.finish()
+    }
+
+    /// Checks `item` (unless damage was met before it) and frees its bytes.
+    private static func check(_ item: Item, into damage: FirstDamage) {
+        defer { free(item.bytes) }
+        if let earlier = damage.value.withLock({ $0 }), earlier.position < item.position { return }
+        var message: UnsafePointer<CChar>?
+        let reason: String
+        switch bookcache_inflate_check(item.bytes, UInt64(item.count), &message) {
+        case 1: reason = "its compressed data is wrong (\(message.map { String(cString: $0) } ?? "zlib refuses it"))"
+        case 2: reason = "its compressed data stops before its end"
+        // Whole; or zlib could not start, for want of memory: nothing is said then.
+        default: return
+        }
+        damage.value.withLock { damage in
+            if damage.map({ $0.position > item.position }) ?? true {
+                damage = Damage(position: item.position, reason: "\(item.description): \(reason)")
+            }
+        }
+    }
+}
