@@ -10,12 +10,14 @@ import Foundation
 #endif
 
 /// Judges a PDF as a reader opens it, with qpdf (Debian's `libqpdf-dev`): the `%PDF-` header,
-/// then qpdf reads the cross-reference table (rebuilding it when it is damaged, as readers do)
-/// and walks the page tree to count the pages, without decoding any stream.
+/// then qpdf reads the cross-reference table (rebuilding it when it is damaged, as readers do),
+/// walks the page tree, and decodes what each page is drawn from: its content streams, embedded
+/// fonts, images (not JPEG), forms and annotations' appearances, each shared stream once; zlib
+/// checks each deflate stream to its end, checksum included.
 ///
 /// Refused: no header; a file qpdf cannot read or whose pages it cannot find (a cut download, an
-/// HTML page after a `%PDF-` line); a PDF with no pages; a page whose content streams cannot
-/// be decoded (a CRLF-converted file's deflate streams). Images and fonts are not decoded.
+/// HTML page after a `%PDF-` line); a PDF with no pages; a stream a page needs that cannot be
+/// decoded (a CRLF-converted file's deflate streams, a flipped byte in a compressed font).
 ///
 /// Warned (refused only when strict): a cross-reference table qpdf had to rebuild; bytes after
 /// the last `%%EOF` (a server's junk), read past as readers do; a missing or wrong `startxref`
@@ -23,7 +25,7 @@ import Foundation
 /// cannot be counted without the password.
 ///
 /// Not seen by any structure check: a changed byte inside content that still parses (a flipped
-/// bit in a compressed image, or in uncompressed text). Only a checksum sees that: give the
+/// bit in a JPEG image, or in uncompressed text). Only a checksum sees that: give the
 /// expected SHA-256 (`--sha256`, a manifest's `sha256`).
 struct PDFValidator {
     static let window = 1024
