@@ -49,10 +49,14 @@ public final class CalibreServer: Sendable {
     ///   - login: Open, or with one user by Digest or Basic.
     ///   - maxOPDSItems: Books per OPDS page.
     ///   - workDirectory: Where the user database goes.
-    public static func start(library: URL, login: Login, maxOPDSItems: Int, workDirectory: URL) async throws -> CalibreServer {
+    ///   - accessLog: A file for its access log (a line per request, with its status), if wanted.
+    public static func start(
+        library: URL, login: Login, maxOPDSItems: Int, workDirectory: URL, accessLog: URL? = nil
+    ) async throws -> CalibreServer {
         // A port nothing listens on: the loopback test server's, just released.
         let port = try await TestHTTPServer.freePort()
         var arguments = ["--port", "\(port)", "--listen-on", "127.0.0.1", "--max-opds-items", "\(maxOPDSItems)"]
+        if let accessLog { arguments += ["--access-log", accessLog.path] }
         switch login {
         case .open:
             break
@@ -80,9 +84,11 @@ public final class CalibreServer: Sendable {
 
     /// Starts a server, runs `body` with it, and stops it however `body` ends.
     public static func with<T>(
-        library: URL, login: Login, maxOPDSItems: Int, workDirectory: URL, _ body: (CalibreServer) async throws -> T
+        library: URL, login: Login, maxOPDSItems: Int, workDirectory: URL, accessLog: URL? = nil,
+        _ body: (CalibreServer) async throws -> T
     ) async throws -> T {
-        let server = try await start(library: library, login: login, maxOPDSItems: maxOPDSItems, workDirectory: workDirectory)
+        let server = try await start(
+            library: library, login: login, maxOPDSItems: maxOPDSItems, workDirectory: workDirectory, accessLog: accessLog)
         do {
             let result = try await body(server)
             await server.stop()

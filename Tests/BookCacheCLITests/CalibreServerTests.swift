@@ -72,8 +72,10 @@ struct CalibreServerTests {
         }
 
         // Digest (calibre's default): refused without a login, cached with one in the URL.
+        let accessLog = dir.path("digest-access.log")
         try await CalibreServer.with(
-            library: library, login: .digest(user: "reader", password: "s3cret"), maxOPDSItems: 3, workDirectory: dir.url
+            library: library, login: .digest(user: "reader", password: "s3cret"), maxOPDSItems: 3, workDirectory: dir.url,
+            accessLog: accessLog
         ) { digest in
             let cache = dir.path("digest").path
             let refused = try await bookcache(["sync", "\(digest.baseURL)/opds", "--keep", "2"], cache)
@@ -84,6 +86,18 @@ struct CalibreServerTests {
             #expect(synced.status == 0, "\(synced.stdout) \(synced.stderr)")
             #expect(synced.stdout.contains("2 of 2 cached"))
             #expect(!synced.stdout.contains("s3cret") && !synced.stderr.contains("s3cret"))
+            // Digest is answered up front once the server has challenged: one download at a time,
+            // only the first request of the sync goes without the login (each of n at once asks once).
+            let before = try unanswered(accessLog)
+            let one = try await bookcache(["sync", "\(url)/opds", "--keep", "4", "--force", "--concurrency", "1"], cache)
+            #expect(one.status == 0, "\(one.stdout) \(one.stderr)")
+            let requests = try String(contentsOf: accessLog, encoding: .utf8).split(separator: "\n").count
+            let refusals = try unanswered(accessLog) - before
+            #expect(refusals == 1, "\(refusals) 401s in a sync of \(requests) requests")
+            let four = try await bookcache(["sync", "\(url)/opds", "--keep", "4", "--force", "--concurrency", "4"], cache)
+            #expect(four.status == 0, "\(four.stdout) \(four.stderr)")
+            let atOnce = try unanswered(accessLog) - before - refusals
+            #expect((1...4).contains(atOnce), "\(atOnce) 401s with 4 downloads at once")
             let list = try await bookcache(["list", "--json"], cache)
             #expect(!list.stdout.contains("s3cret"), "no password in the index")
             let wrong = try await bookcache(["sync", "\(digest.baseURL)/opds", "--user", "reader:nope", "--keep", "2", "--force"], cache)
@@ -105,5 +119,10 @@ struct CalibreServerTests {
             #expect(fromNetrc.status == 0, "\(fromNetrc.stderr)")
             #expect(fromNetrc.stdout.contains("4 of 4 cached (0 new, 4 already cached)"), "\(fromNetrc.stdout)")
         }
+    }
+
+    /// How many requests calibre-server answered with 401, by its access log.
+    func unanswered(_ accessLog: URL) throws -> Int {
+        try String(contentsOf: accessLog, encoding: .utf8).split(separator: "\n").filter { $0.contains("\" 401 ") }.count
     }
 }

@@ -23,6 +23,19 @@ final class CurlDriver: @unchecked Sendable {
     /// do, instead of once without it and again after the 401 (a catalogue's failed-login log,
     /// which fail2ban watches, saw one line per request). Driver thread only.
     private var basicOrigins: Set<String> = []
+    /// Easy handles that answered a Digest challenge, by login and settings: libcurl keeps the
+    /// server's nonce and its count in the handle, so a transfer that takes one answers with
+    /// its first request (as a browser does) instead of once without the login and again after
+    /// the 401. Each handle learns the nonce once: n downloads at once ask at most n times.
+    /// Driver thread only.
+    private var digestHandles: [DigestLogin: [UnsafeMutableRawPointer]] = [:]
+    /// The most idle Digest handles kept for one login (more than a batch runs at once).
+    private static let digestHandlesKept = 64
+
+    private struct DigestLogin: Hashable {
+        let credentials: HTTPCredentials
+        let configuration: CurlTransport.Configuration
+    }
 
     init() {
         curl_global_init(3)  // CURL_GLOBAL_ALL
@@ -75,11 +88,18 @@ final class CurlDriver: @unchecked Sendable {
             }
             if !stopping { curl_multi_poll(multi, nil, 0, 1000, nil) }
         }
+        for handle in digestHandles.values.joined() { curl_easy_cleanup(handle) }
+        digestHandles = [:]
         curl_multi_cleanup(multi)
     }
 
     private func add(_ transfer: CurlTransfer) {
-        guard let handle = curl_easy_init() else {
+        let login = transfer.credentials.map { DigestLogin(credentials: $0, configuration: transfer.configuration) }
+        // A handle that knows the origin's Digest nonce, if one is idle: every option below is
+        // set again (the header list too, to none), and libcurl's login state stays.
+        let reused = login.flatMap { digestHandles[$0]?.popLast() }
+        transfer.answersDigestUpFront = reused != nil
+        guard let handle = reused ?? curl_easy_init() else {
             transfer.finished(
                 status: 0, effectiveURL: nil,
                 error: DownloadError(kind: .transport, url: transfer.url, detail: "libcurl could not make a handle"))
@@ -103,7 +123,7 @@ final class CurlDriver: @unchecked Sendable {
         for header in transfer.requestHeaders {
             list = curl_slist_append(list, "\(header.name): \(header.value)")
         }
-        if let list { bc_setopt_list(handle, CURLOPT_HTTPHEADER, list) }
+        bc_setopt_list(handle, CURLOPT_HTTPHEADER, list)
         transfer.headerList = list
         let configuration = transfer.configuration
         if let credentials = transfer.credentials {
@@ -145,11 +165,21 @@ final class CurlDriver: @unchecked Sendable {
         } else {
             error = nil
         }
+        let offered = bc_getinfo_long(raw, CURLINFO_HTTPAUTH_AVAIL)
         if let credentials = transfer.credentials, error == nil, credentials.applies(to: transfer.url) {
-            learnScheme(of: credentials.origin, status: status, offered: bc_getinfo_long(raw, CURLINFO_HTTPAUTH_AVAIL))
+            learnScheme(of: credentials.origin, status: status, offered: offered)
         }
         curl_multi_remove_handle(multi, raw)
-        curl_easy_cleanup(raw)
+        // Kept when it answered Digest and the login was taken on its own origin.
+        if let credentials = transfer.credentials, error == nil, status != 401, credentials.applies(to: effective ?? transfer.url),
+            offered & 2 != 0 || transfer.answersDigestUpFront,  // CURLAUTH_DIGEST
+            case let login = DigestLogin(credentials: credentials, configuration: transfer.configuration),
+            digestHandles[login, default: []].count < Self.digestHandlesKept
+        {
+            digestHandles[login, default: []].append(raw)
+        } else {
+            curl_easy_cleanup(raw)
+        }
         curl_slist_free_all(transfer.headerList)
         transfer.handle = nil
         transfer.headerList = nil

@@ -28,6 +28,8 @@ final class CurlTransfer: @unchecked Sendable {
     // Set and used on the driver thread only.
     var handle: UnsafeMutableRawPointer?
     var headerList: UnsafeMutablePointer<curl_slist>?
+    /// Whether its handle came with a Digest nonce from an earlier transfer.
+    var answersDigestUpFront = false
     private let state = Mutex(State())
 
     /// A body read slower than it arrives pauses the transfer past this many buffered bytes.

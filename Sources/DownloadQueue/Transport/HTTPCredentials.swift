@@ -3,9 +3,10 @@ import Foundation
 /// A user name and password for one host, answered to the server's challenge with Basic or
 /// Digest authentication, whichever it asks for (``CurlTransport`` hands them to libcurl).
 ///
-/// They are sent only after a `401` from the host they are for (never preemptively, so a
-/// password never crosses plain HTTP to a server that did not ask), and never to another host:
-/// a redirect to another origin drops them. Their description never shows the password.
+/// They are sent only once the host they are for has asked with a `401` (so a password never
+/// crosses plain HTTP to a server that did not ask): after that, later requests to it answer up
+/// front, Basic with the login and Digest with the host's nonce. Never to another host: a
+/// redirect to another origin drops them. Their description never shows the password.
 public struct HTTPCredentials: Sendable, Hashable, CustomStringConvertible {
     /// The user name.
     public var user: String
