@@ -2,7 +2,7 @@
 """Reads an OPDS catalogue as an e-reader does, with parsers that are not bookcache's: feedparser
 for OPDS 1.2 (Atom) and jsonschema with the OPDS 2.0 and Readium schemas (Fixtures/opds-schemas)
 for OPDS 2.0. Starts at the root, follows every navigation link and every `next` link, and
-prints one JSON object: the books each flavour lists (title, authors, file link, type, length,
+prints one JSON object: the books each flavour lists (title, authors, language, file link, type, length,
 cover), the feeds read, the search links, and every problem found (a feed feedparser calls
 malformed, a JSON feed the schemas refuse, a link that leads nowhere).
 
@@ -15,6 +15,7 @@ import base64
 import glob
 import json
 import os
+import re
 import sys
 import urllib.error
 import urllib.parse
@@ -43,7 +44,9 @@ def schema_validator():
     resources = []
     for path in glob.glob(os.path.join(root, "**", "*.schema.json"), recursive=True):
         with open(path, encoding="utf-8") as handle:
-            schema = json.load(handle)
+            # The schemas' patterns are ECMA-262 regular expressions; Python spells a named group
+            # (?P<name>…) where ECMA writes (?<name>…) (the BCP 47 language pattern has them).
+            schema = json.loads(re.sub(r"\(\?<(?=[A-Za-z])", "(?P<", handle.read()))
         resources.append((schema["$id"], referencing.Resource.from_contents(schema)))
     registry = referencing.Registry().with_resources(resources)
     feed = registry.contents("https://drafts.opds.io/schema/feed.schema.json")
@@ -86,6 +89,7 @@ def read_atom(base, start, auth, problems, max_feeds):
                 "id": entry.get("id"),
                 "title": entry.get("title"),
                 "authors": [a.get("name") for a in entry.get("authors", [])],
+                "language": entry.get("dcterms_language") or entry.get("language"),
                 "file": urllib.parse.urljoin(url, acquisitions[0]["href"]),
                 "type": acquisitions[0].get("type"),
                 "length": int(acquisitions[0]["length"]) if acquisitions[0].get("length") else None,
@@ -134,6 +138,7 @@ def read_json(base, start, auth, problems, max_feeds):
                 "id": metadata.get("identifier"),
                 "title": metadata.get("title"),
                 "authors": [a["name"] if isinstance(a, dict) else a for a in metadata.get("author", [])],
+                "language": metadata.get("language"),
                 "file": urllib.parse.urljoin(url, acquisitions[0]["href"]) if acquisitions else None,
                 "type": acquisitions[0].get("type") if acquisitions else None,
                 "length": acquisitions[0].get("size") if acquisitions else None,

@@ -27,6 +27,7 @@ extension OPDSCatalogue.Feed {
             xml += "    <updated>\(Self.stamp(book.downloadedAt))</updated>\n"
             for author in book.authors { xml += "    <author><name>\(Self.escape(author))</name></author>\n" }
             xml += "    <dc:identifier>urn:bookcache:book:\(Self.escape(book.id))</dc:identifier>\n"
+            if let language = book.language { xml += "    <dc:language>\(Self.escape(language))</dc:language>\n" }
             xml += "    <dc:issued>\(Self.stamp(book.downloadedAt).prefix(10))</dc:issued>\n"
             for link in Self.bookLinks(book) { xml += "    " + Self.atomLink(link) + "\n" }
             xml += "  </entry>\n"
@@ -62,6 +63,7 @@ extension OPDSCatalogue.Feed {
                     "modified": Self.stamp(book.downloadedAt),
                 ]
                 if !book.authors.isEmpty { metadata["author"] = book.authors.map { ["name": $0] } }
+                if let language = book.language { metadata["language"] = language }
                 let links = Self.bookLinks(book)
                 var publication: [String: Any] = [
                     "metadata": metadata,

@@ -26,18 +26,21 @@ struct OPDSCLITests {
             let escaped = title.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
                 .replacingOccurrences(of: "\"", with: "&quot;")
             let author = ["Jane Austen", "Émile Zola", "Lu Xun"][n % 3]
+            // Each author's language, as the catalogue says it (one entry's is no language tag, and dropped)
+            let language =
+                n == 8 ? "<dc:language>en; DROP TABLE</dc:language>" : "<dc:language>\(["en", "fr", "zh-Hans"][n % 3])</dc:language>"
             let cover =
                 n % 3 == 0 ? #"<link rel="http://opds-spec.org/image" type="image/jpeg" href="\#(server.baseURL)/cover.jpg"/>"# : ""
             return """
                 <entry><title>\(escaped)</title><id>urn:test:b\(n)</id><updated>2026-11-25T00:00:00Z</updated>
-                <author><name>\(author)</name></author>\(cover)
+                <author><name>\(author)</name></author>\(cover)\(language)
                 <link rel="http://opds-spec.org/acquisition" type="application/epub+zip" href="\(server.baseURL)/alice.epub?copy=\(n)"/></entry>
                 """
         }
         return Data(
             """
             <?xml version="1.0" encoding="UTF-8"?>
-            <feed xmlns="http://www.w3.org/2005/Atom"><id>urn:test</id><title>Test</title><updated>2026-11-25T00:00:00Z</updated>
+            <feed xmlns="http://www.w3.org/2005/Atom" xmlns:dc="http://purl.org/dc/terms/"><id>urn:test</id><title>Test</title><updated>2026-11-25T00:00:00Z</updated>
             \(entries.joined())</feed>
             """.utf8)
     }
@@ -79,6 +82,9 @@ struct OPDSCLITests {
             let cache = try await filledCache(server, dir, count: 120)
             let cached = try await cachedBooks(cache)
             #expect(cached.count == 120)
+            let languages = cached.values.map { $0["language"] as? String }
+            #expect(languages.filter { $0 == nil }.count == 1, "the one language that is no tag is dropped")
+            #expect(Set(languages.compactMap { $0 }) == ["en", "fr", "zh-Hans"], "\(Set(languages))")
             let service = try await Service.start(cache: cache)
             defer { service.process.send(SIGKILL) }
             let read = try await ProcessRunner.run(
@@ -101,6 +107,7 @@ struct OPDSCLITests {
                     let record = try #require(cached[id])
                     #expect(book["title"] as? String == record["title"] as? String, "\(flavour) \(id)")
                     #expect(book["authors"] as? [String] == record["authors"] as? [String], "\(flavour) \(id)")
+                    #expect(book["language"] as? String == record["language"] as? String, "\(flavour) \(id)")
                     #expect(book["type"] as? String == "application/epub+zip")
                     #expect(book["length"] as? Int == alice.count, "\(flavour) \(id)")
                     #expect((book["cover"] is String) == (record["coverPath"] is String), "\(flavour) \(id): cover")

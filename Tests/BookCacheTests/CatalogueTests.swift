@@ -269,6 +269,32 @@ struct CatalogueTests {
         #expect(page.entries.first?.request?.id.bookId.hasPrefix("isbn_1-") == true, "the id comes from the identifier")
     }
 
+    @Test("a book's language, as OPDS 1 (dc:language) and OPDS 2 (metadata.language) give it; what is no language tag is dropped")
+    func entryLanguage() throws {
+        let atom = """
+            <feed xmlns="http://www.w3.org/2005/Atom" xmlns:dc="http://purl.org/dc/terms/"><title>t</title>
+            <entry><title>A</title><id>urn:a</id><dc:language> de-CH </dc:language>
+              <link rel="http://opds-spec.org/acquisition" type="application/epub+zip" href="https://e.com/a.epub"/></entry>
+            <entry><title>B</title><id>urn:b</id><dc:language>en"&gt;&lt;script&gt;</dc:language>
+              <link rel="http://opds-spec.org/acquisition" type="application/epub+zip" href="https://e.com/b.epub"/></entry>
+            <entry><title>C</title><id>urn:c</id><language>fr</language>
+              <link rel="http://opds-spec.org/acquisition" type="application/epub+zip" href="https://e.com/c.epub"/></entry>
+            </feed>
+            """
+        let page = try FeedParser().page(in: Data(atom.utf8))
+        #expect(
+            page.entries.map { $0.request?.language } == ["de-CH", nil, nil], "an Atom element of another namespace is not dc:language")
+        let json = """
+            {"metadata": {"title": "t"}, "publications": [
+              {"metadata": {"title": "One", "language": ["pt-BR", "en"]},
+               "links": [{"rel": "http://opds-spec.org/acquisition", "type": "application/epub+zip", "href": "https://e.com/1.epub"}]},
+              {"metadata": {"title": "Two", "language": "x\\u0000y"},
+               "links": [{"rel": "http://opds-spec.org/acquisition", "type": "application/epub+zip", "href": "https://e.com/2.epub"}]}
+            ]}
+            """
+        #expect(try FeedParser().page(in: Data(json.utf8)).entries.map { $0.request?.language } == ["pt-BR", nil])
+    }
+
     // MARK: Logins
 
     @Test("a login applies to its own origin only: another port or scheme is another host; its description hides the password")

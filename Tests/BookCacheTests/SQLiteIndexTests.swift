@@ -20,7 +20,28 @@ struct SQLiteIndexTests {
         record.warnings = n % 3 == 0 ? ["the mimetype entry is compressed"] : []
         record.syncSources = n % 2 == 0 ? ["https://feed/b", "https://feed/a"] : []
         record.coverPath = n % 2 == 0 ? "ebooks/b\(n).cover.jpg" : nil
+        record.language = n % 2 == 0 ? "de-CH" : nil
         return record
+    }
+
+    @Test("an index made before the language column gets it on its first writable open; its books read with none")
+    func languageColumnAdded() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let path = dir.path("index.sqlite").path
+        do {
+            let index = try SQLiteIndex(path: path)
+            try index.put(try record(2))
+            // As a version before the column made it
+            try index.database.execute("ALTER TABLE book DROP COLUMN language")
+        }
+        let reopened = try SQLiteIndex(path: path)
+        var old = try record(2)
+        old.language = nil
+        #expect(try reopened.record(old.id) == old)
+        let new = try record(4)
+        try reopened.put(new)
+        #expect(try reopened.record(new.id)?.language == "de-CH")
     }
 
     @Test("every field comes back as it was put, sync sources in order; removal takes them with it")

@@ -146,6 +146,10 @@ package enum BookListJSON {
             string(book.format.rawValue)
             append(",\n    \"id\" : ")
             string(book.id)
+            if let language = book.language {
+                append(",\n    \"language\" : ")
+                string(language)
+            }
             append(",\n    \"lastAccessedAt\" : ")
             string(MetadataCoding.formatUTC(book.lastAccessedAt))
             if let modified = book.lastModified {

@@ -131,6 +131,7 @@ final class GroupPublisher: Sendable {
             record.lastAccessedAt = previous.lastAccessedAt
             if previous.coverPath != nil && record.coverPath == nil { record.coverPath = previous.coverPath }
             if record.authors.isEmpty { record.authors = previous.authors }
+            if record.language == nil { record.language = previous.language }
         }
         record.pinned = record.pinned || entry.pin
         // Only a book that sync brought in belongs to a sync source; one the user downloaded stays theirs.

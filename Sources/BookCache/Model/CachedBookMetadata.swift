@@ -41,13 +41,16 @@ public struct CachedBookMetadata: Sendable, Codable, Hashable, Identifiable {
     public var syncSources: [String] = []
     /// The authors, as the catalogue named them; empty when unknown.
     public var authors: [String] = []
+    /// The book's language as a BCP 47 tag (`en`, `de-CH`), as the catalogue gave it; `nil` when
+    /// unknown.
+    public var language: String?
     /// What validation warned about when the book was cached: rules it breaks that no reader
     /// needs (see ``ValidationReport/warnings``). Empty for a conformant book.
     public var warnings: [String] = []
 
     private enum CodingKeys: String, CodingKey {
         case id, bookType, bookId, title, coverUrl, fileUrl, localPath, fileSize, downloadedAt, lastAccessedAt, checksum
-        case format, etag, lastModified, pinned, outdated, coverPath, syncSources, authors, warnings
+        case format, etag, lastModified, pinned, outdated, coverPath, syncSources, authors, language, warnings
     }
 
     public init(from decoder: any Decoder) throws {
@@ -71,6 +74,7 @@ public struct CachedBookMetadata: Sendable, Codable, Hashable, Identifiable {
         coverPath = try c.decodeIfPresent(String.self, forKey: .coverPath)
         syncSources = try c.decodeIfPresent([String].self, forKey: .syncSources) ?? []
         authors = try c.decodeIfPresent([String].self, forKey: .authors) ?? []
+        language = try c.decodeIfPresent(String.self, forKey: .language)
         warnings = try c.decodeIfPresent([String].self, forKey: .warnings) ?? []
     }
 
@@ -95,6 +99,7 @@ public struct CachedBookMetadata: Sendable, Codable, Hashable, Identifiable {
         try c.encodeIfPresent(coverPath, forKey: .coverPath)
         if !syncSources.isEmpty { try c.encode(syncSources, forKey: .syncSources) }
         if !authors.isEmpty { try c.encode(authors, forKey: .authors) }
+        try c.encodeIfPresent(language, forKey: .language)
         if !warnings.isEmpty { try c.encode(warnings, forKey: .warnings) }
     }
 

@@ -108,8 +108,8 @@ struct FeedParser: Sendable {
         var sections: [FeedSection] = []
         for (index, entry) in delegate.entries.enumerated() {
             let made = makeEntry(
-                position: index + 1, identifier: entry.identifier, title: entry.title, authors: entry.authors, links: entry.links,
-                images: entry.links.filter(Self.isCover).map(\.href))
+                position: index + 1, identifier: entry.identifier, title: entry.title, authors: entry.authors,
+                language: entry.language, links: entry.links, images: entry.links.filter(Self.isCover).map(\.href))
             if made.request == nil, let section = Self.section(title: entry.title, links: entry.links) {
                 sections.append(section)
             } else {
@@ -133,6 +133,7 @@ struct FeedParser: Sendable {
             var identifier: String?
             var title: String?
             var authors: [String] = []
+            var language: String?
             var links: [Link] = []
         }
 
@@ -182,7 +183,7 @@ struct FeedParser: Sendable {
             case "entry":
                 current = Entry()
                 entryDepth = depth
-            case "title", "id", "name": text = ""
+            case "title", "id", "name", "language": text = ""
             case "author": inAuthor = true
             case "link":
                 guard let href = attributes["href"] else { break }
@@ -213,6 +214,9 @@ struct FeedParser: Sendable {
             if current != nil, depth == entryDepth + 1 {
                 if name == "id", !value.isEmpty { current?.identifier = value }
                 if name == "title", current?.title == nil { current?.title = value }
+                if name == "language", namespaceURI?.contains("purl.org/dc") == true, current?.language == nil {
+                    current?.language = value
+                }
             }
             if name == "name", inAuthor, current != nil, !value.isEmpty { current?.authors.append(value) }
             if name == "author" { inAuthor = false }
@@ -285,7 +289,7 @@ struct FeedParser: Sendable {
         }
         return makeEntry(
             position: position, identifier: identifier, title: Self.text(of: metadata["title"], language: language), authors: authors,
-            links: opds2Links(publication["links"]), images: images.map(\.href))
+            language: language, links: opds2Links(publication["links"]), images: images.map(\.href))
     }
 
     private func opds2Links(_ value: Any?) -> [Link] {
@@ -352,12 +356,24 @@ struct FeedParser: Sendable {
         return FeedSection(title: title ?? url.absoluteString, url: url, isNewestFirst: feed.rels.contains(sortNew))
     }
 
+    /// A language as a catalogue gives it, kept when it reads as a BCP 47 tag (`en`, `pt-BR`,
+    /// `zh-Hans`: letters, digits and hyphens, at most 35 characters); anything else is dropped.
+    static func languageTag(_ text: String) -> String? {
+        let tag = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard (2...35).contains(tag.utf8.count), tag.utf8.first.map({ $0 < 0x80 && Character(UnicodeScalar($0)).isLetter }) == true,
+            tag.utf8.allSatisfy({
+                $0 == UInt8(ascii: "-") || ($0 < 0x80 && (Character(UnicodeScalar($0)).isLetter || Character(UnicodeScalar($0)).isNumber))
+            })
+        else { return nil }
+        return tag
+    }
+
     /// An entry's request. Its id comes from the entry's identifier
     /// (``BookDownloadRequest/bookId(forSourceIdentifier:)``), or — when the feed gives none — is
     /// derived from the whole link (``BookDownloadRequest/derivedBookId(for:)``), never from the
     /// link's last segment alone.
     private func makeEntry(
-        position: Int, identifier: String?, title: String?, authors: [String], links: [Link], images: [String]
+        position: Int, identifier: String?, title: String?, authors: [String], language: String?, links: [Link], images: [String]
     ) -> SyncEntry {
         // Only a link that downloads the EPUB or PDF itself is the book. An indirect acquisition
         // (`opds:indirectAcquisition`, OPDS 2 `indirectAcquisition`) leads through something
@@ -406,6 +422,7 @@ struct FeedParser: Sendable {
                 request = try BookDownloadRequest(url: url, type: defaultType, title: title, coverURL: cover)
             }
             request.authors = authors
+            request.language = language.flatMap(Self.languageTag)
             return SyncEntry(position: position, outcome: .book(request))
         } catch {
             return SyncEntry(position: position, outcome: .invalid(ManifestProblem(line: position, message: error.message)))

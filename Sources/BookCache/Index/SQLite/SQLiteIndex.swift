@@ -14,7 +14,7 @@ final class SQLiteIndex {
             coverUrl TEXT, fileUrl TEXT NOT NULL, localPath TEXT NOT NULL, fileSize INTEGER NOT NULL,
             downloadedAt REAL NOT NULL, lastAccessedAt REAL NOT NULL, checksum TEXT NOT NULL, format TEXT NOT NULL,
             etag TEXT, lastModified TEXT, pinned INTEGER NOT NULL DEFAULT 0, outdated INTEGER NOT NULL DEFAULT 0,
-            coverPath TEXT, authors TEXT, warnings TEXT
+            coverPath TEXT, authors TEXT, warnings TEXT, language TEXT
         ) WITHOUT ROWID;
         CREATE TABLE IF NOT EXISTS book_source (
             book TEXT NOT NULL REFERENCES book(id) ON DELETE CASCADE, source TEXT NOT NULL, position INTEGER NOT NULL,
@@ -63,7 +63,11 @@ final class SQLiteIndex {
         """
 
     static let columns =
-        "id, bookType, bookId, title, coverUrl, fileUrl, localPath, fileSize, downloadedAt, lastAccessedAt, checksum, format, etag, lastModified, pinned, outdated, coverPath, authors, warnings"
+        "id, bookType, bookId, title, coverUrl, fileUrl, localPath, fileSize, downloadedAt, lastAccessedAt, checksum, format, etag, lastModified, pinned, outdated, coverPath, authors, warnings, language"
+
+    /// The columns a record is read from: ``columns``, or, in an index made before the
+    /// `language` column that this process may not change (read-only), a null in its place.
+    private(set) var readColumns = SQLiteIndex.columns
 
     let database: SQLiteDatabase
 
@@ -83,7 +87,12 @@ final class SQLiteIndex {
                 .newerSchema(Int(version)), operation: "open \(path)",
                 message: "the index is from a newer version of bookcache (schema \(version))")
         }
-        guard !database.isReadOnly else { return }
+        guard !database.isReadOnly else {
+            if version == Self.schemaVersion, try !hasLanguageColumn() {
+                readColumns = Self.columns.replacingOccurrences(of: ", language", with: ", NULL")
+            }
+            return
+        }
         guard version < Self.schemaVersion else {
             try ensureShelfIndexes()
             return
@@ -120,7 +129,28 @@ final class SQLiteIndex {
 
     /// Makes the shelf's indexes when the database has not got them yet (one sort each; a
     /// second for a million books). A read of the schema otherwise.
+    /// Whether the book table has the `language` column (added after schema 1 was first released).
+    private func hasLanguageColumn() throws(SQLiteError) -> Bool {
+        let check = try database.statement("SELECT count(*) FROM pragma_table_info('book') WHERE name = 'language'")
+        defer { check.reset() }
+        return try check.step() && check.int64(0) > 0
+    }
+
     private func ensureShelfIndexes() throws(SQLiteError) {
+        // The language column, added to an index made before it (older versions name their
+        // columns, so they neither see nor mind it).
+        if try !hasLanguageColumn() {
+            do {
+                try database.writing { () throws(SQLiteError) in
+                    guard try !hasLanguageColumn() else { return }
+                    try database.execute("ALTER TABLE book ADD COLUMN language TEXT")
+                }
+            } catch {
+                switch error {
+                case .database(let failure), .body(let failure): throw failure
+                }
+            }
+        }
         let check = try database.statement(
             "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name IN ('book_new', 'book_title', 'book_read', 'book_url')")
         let present = try check.step() ? check.int64(0) : 0
@@ -146,7 +176,7 @@ final class SQLiteIndex {
 
     /// The record of one book, or `nil`.
     func record(_ id: String) throws(SQLiteError) -> CachedBookMetadata? {
-        let statement = try database.statement("SELECT \(Self.columns) FROM book WHERE id = ?")
+        let statement = try database.statement("SELECT \(readColumns) FROM book WHERE id = ?")
         defer { statement.reset() }
         statement.bind(id, at: 1)
         guard try statement.step() else { return nil }
@@ -159,7 +189,7 @@ final class SQLiteIndex {
     func records(fileURL url: String, or spelling: String, type: BookType) throws(SQLiteError) -> [CachedBookMetadata] {
         // `+bookType`: the URL's index, not the type's (which, without statistics, SQLite took,
         // scanning every book of the type for each download)
-        let statement = try database.statement("SELECT \(Self.columns) FROM book WHERE fileUrl IN (?1, ?2) AND +bookType = ?3")
+        let statement = try database.statement("SELECT \(readColumns) FROM book WHERE fileUrl IN (?1, ?2) AND +bookType = ?3")
         defer { statement.reset() }
         statement.bind(url, at: 1)
         statement.bind(spelling, at: 2)
@@ -170,7 +200,7 @@ final class SQLiteIndex {
     /// Every record (or every one of a type), in id order, one at a time.
     func forEachRecord(ofType type: BookType? = nil, _ body: (CachedBookMetadata) throws(SQLiteError) -> Void) throws(SQLiteError) {
         let statement = try database.statement(
-            type == nil ? "SELECT \(Self.columns) FROM book ORDER BY id" : "SELECT \(Self.columns) FROM book WHERE bookType = ? ORDER BY id"
+            type == nil ? "SELECT \(readColumns) FROM book ORDER BY id" : "SELECT \(readColumns) FROM book WHERE bookType = ? ORDER BY id"
         )
         defer { statement.reset() }
         if let type { statement.bind(type.rawValue, at: 1) }
@@ -190,7 +220,7 @@ final class SQLiteIndex {
     /// The records a sync source brought, in id order, found through the source's index.
     func forEachRecord(fromSource source: String, _ body: (CachedBookMetadata) throws(SQLiteError) -> Void) throws(SQLiteError) {
         let statement = try database.statement(
-            "SELECT \(Self.columns) FROM book WHERE id IN (SELECT book FROM book_source WHERE source = ?) ORDER BY id")
+            "SELECT \(readColumns) FROM book WHERE id IN (SELECT book FROM book_source WHERE source = ?) ORDER BY id")
         defer { statement.reset() }
         statement.bind(source, at: 1)
         while try statement.step() {
@@ -215,7 +245,7 @@ final class SQLiteIndex {
     /// statement stepped in the LRU index's order, so a plan costs the books it looks at (not a
     /// lookup of each by id).
     func leastRecentlyUsed(_ body: (CachedBookMetadata) throws(SQLiteError) -> Bool) throws(SQLiteError) {
-        let statement = try database.statement("SELECT \(Self.columns) FROM book WHERE pinned = 0 ORDER BY lastAccessedAt, id")
+        let statement = try database.statement("SELECT \(readColumns) FROM book WHERE pinned = 0 ORDER BY lastAccessedAt, id")
         // A reader that stops early must not keep its read transaction open.
         defer { statement.reset() }
         while try statement.step() {
@@ -275,7 +305,7 @@ final class SQLiteIndex {
         let direction = descending ? "DESC" : "ASC"
         let filter = conditions.isEmpty ? "" : " WHERE " + conditions.joined(separator: " AND ")
         let statement = try database.statement(
-            "SELECT \(Self.columns) FROM book\(filter) ORDER BY \(column) \(direction), id \(direction) LIMIT \(query.limit + 1)")
+            "SELECT \(readColumns) FROM book\(filter) ORDER BY \(column) \(direction), id \(direction) LIMIT \(query.limit + 1)")
         defer { statement.reset() }
         for (index, value) in texts { statement.bind(value, at: index) }
         for (index, value) in numbers { statement.bind(value, at: index) }
@@ -317,13 +347,14 @@ final class SQLiteIndex {
     func put(_ record: CachedBookMetadata) throws(SQLiteError) {
         let upsert = try database.statement(
             """
-            INSERT INTO book (\(Self.columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            INSERT INTO book (\(Self.columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             ON CONFLICT(id) DO UPDATE SET bookType = excluded.bookType, bookId = excluded.bookId, title = excluded.title,
                 coverUrl = excluded.coverUrl, fileUrl = excluded.fileUrl, localPath = excluded.localPath,
                 fileSize = excluded.fileSize, downloadedAt = excluded.downloadedAt, lastAccessedAt = excluded.lastAccessedAt,
                 checksum = excluded.checksum, format = excluded.format, etag = excluded.etag,
                 lastModified = excluded.lastModified, pinned = excluded.pinned, outdated = excluded.outdated,
-                coverPath = excluded.coverPath, authors = excluded.authors, warnings = excluded.warnings
+                coverPath = excluded.coverPath, authors = excluded.authors, warnings = excluded.warnings,
+                language = excluded.language
             """)
         upsert.bind(record.id, at: 1)
         upsert.bind(record.bookType.rawValue, at: 2)
@@ -344,6 +375,7 @@ final class SQLiteIndex {
         upsert.bind(record.coverPath, at: 17)
         upsert.bind(Self.encodeList(record.authors), at: 18)
         upsert.bind(Self.encodeList(record.warnings), at: 19)
+        upsert.bind(record.language, at: 20)
         try upsert.run()
         let clear = try database.statement("DELETE FROM book_source WHERE book = ?")
         clear.bind(record.id, at: 1)
@@ -392,6 +424,7 @@ final class SQLiteIndex {
         record.coverPath = row.text(16)
         record.authors = try decodeList(row.text(17), "authors")
         record.warnings = try decodeList(row.text(18), "warnings")
+        record.language = row.text(19)
         return record
     }
 
