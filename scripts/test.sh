@@ -38,6 +38,10 @@ if ! command -v pdfinfo >/dev/null 2>&1 || ! command -v qpdf >/dev/null 2>&1; th
   echo "installing poppler-utils (poppler judges PDFs beside bookcache's validator) and qpdf's command (it linearizes a test PDF)" >&2
   scripts/apt-install.sh poppler-utils qpdf || echo "warning: poppler-utils or qpdf could not be installed; the tests that need them will be skipped" >&2
 fi
+if ! command -v jing >/dev/null 2>&1; then
+  echo "installing jing (the OPDS 1.2 RELAX NG schema checks the Atom feeds of bookcache serve)" >&2
+  scripts/apt-install.sh jing || echo "warning: jing could not be installed; the OPDS reader test will fail and say so" >&2
+fi
 if ! command -v tmux >/dev/null 2>&1; then
   echo "installing tmux for the live display test" >&2
   scripts/apt-install.sh tmux || echo "warning: tmux could not be installed; the live display test will be skipped" >&2

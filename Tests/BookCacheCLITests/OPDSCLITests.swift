@@ -91,11 +91,12 @@ struct OPDSCLITests {
                 at: python,
                 [
                     Fixtures.repositoryRoot.appendingPathComponent("scripts/opds-reader.py").path, service.base, "--user", "reader",
-                    "--password", Self.password, "--search", "zola",
+                    "--password", Self.password, "--search", "zola", "--relax-ng",
                 ])
             try #require(read.status == 0, "\(read.stderr)")
             let result = try #require(try JSONSerialization.jsonObject(with: Data(read.stdout.utf8)) as? [String: Any])
             #expect((result["problems"] as? [String]) == [], "\(result["problems"] ?? "")")
+            #expect((result["relaxNG"] as? Int ?? 0) >= 10, "every Atom feed read was checked against the OPDS 1.2 RELAX NG schema")
             let alice = try Data(contentsOf: Fixtures.books.appendingPathComponent("alice.epub"))
             for flavour in ["atom", "json"] {
                 let part = try #require(result[flavour] as? [String: Any])
