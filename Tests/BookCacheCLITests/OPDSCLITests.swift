@@ -144,6 +144,46 @@ struct OPDSCLITests {
         }
     }
 
+    @Test(
+        "a round trip: a second cache syncs from a serving cache's catalogue — the newest books first, with their titles, authors, languages, covers and very bytes; run again, nothing is fetched twice"
+    )
+    func roundTrip() async throws {
+        try await withServerAndDirectory(directory: Fixtures.books) { server, dir in
+            let cache = try await filledCache(server, dir, count: 60)
+            let original = try await cachedBooks(cache)
+            let service = try await Service.start(cache: cache)
+            defer { service.process.send(SIGKILL) }
+            let mirror = dir.path("mirror").path
+            let login = ["--user", "reader:\(Self.password)", "--cache-dir", mirror]
+            // The ten newest: the root's "Newest" section (rel sort/new), first page only
+            let newest = try await ProcessRunner.run("bookcache", ["sync", "\(service.base)/opds", "--keep", "10"] + login)
+            try #require(newest.status == 0, "\(newest.stdout)\(newest.stderr)")
+            let tenNewest = original.values.sorted {
+                ($0["downloadedAt"] as? String ?? "", $0["id"] as? String ?? "") > (
+                    $1["downloadedAt"] as? String ?? "", $1["id"] as? String ?? ""
+                )
+            }.prefix(10).compactMap { $0["title"] as? String }
+            #expect(Set(try await cachedBooks(mirror).values.compactMap { $0["title"] as? String }) == Set(tenNewest), "the newest ten")
+            // All of them, across the feed's pages
+            let all = try await ProcessRunner.run("bookcache", ["sync", "\(service.base)/opds", "--keep", "60", "--force"] + login)
+            try #require(all.status == 0, "\(all.stdout)\(all.stderr)")
+            #expect(all.stdout.contains("60 of 60 cached (50 new, 10 already cached)"), "\(all.stdout)")
+            let copies = try await cachedBooks(mirror)
+            #expect(copies.count == 60)
+            func key(_ book: [String: Any]) -> String { book["title"] as? String ?? "" }
+            let byTitle = Dictionary(uniqueKeysWithValues: original.values.map { (key($0), $0) })
+            for copy in copies.values {
+                let source = try #require(byTitle[key(copy)], "\(key(copy))")
+                #expect(copy["checksum"] as? String == source["checksum"] as? String, "\(key(copy)): the same bytes")
+                #expect(copy["authors"] as? [String] == source["authors"] as? [String], "\(key(copy))")
+                #expect(copy["language"] as? String == source["language"] as? String, "\(key(copy))")
+                #expect((copy["coverPath"] is String) == (source["coverPath"] is String), "\(key(copy)): cover")
+            }
+            let again = try await ProcessRunner.run("bookcache", ["sync", "\(service.base)/opds", "--keep", "60", "--force"] + login)
+            #expect(again.stdout.contains("60 of 60 cached (0 new, 60 already cached)"), "\(again.stdout)")
+        }
+    }
+
     static func basic(_ password: String, user: String = "reader") -> String {
         "Authorization: Basic " + Data("\(user):\(password)".utf8).base64EncodedString()
     }
