@@ -255,6 +255,7 @@ struct CLITests {
         record.coverPath = "ebooks/full.cover.jpg"
         record.syncSources = ["https://example.org/feed"]
         record.authors = ["A. Author", "B. Author"]
+        record.language = "de-CH"
         record.warnings = ["a warning"]
         for child in Mirror(reflecting: record).children {
             let label = child.label ?? "?"
