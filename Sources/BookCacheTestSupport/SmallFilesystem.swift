@@ -14,11 +14,20 @@ public final class SmallFilesystem: Sendable {
         return true
     }()
 
-    /// Mounts a tmpfs of `bytes` bytes at a fresh folder.
-    public init(bytes: Int) throws {
+    /// Mounts a tmpfs of `bytes` bytes at a fresh folder, holding at most `inodes` files and
+    /// folders when given (a new file past them fails with `ENOSPC`, as a full disk's does).
+    public init(bytes: Int, inodes: Int? = nil) throws {
         url = FileManager.default.temporaryDirectory.appendingPathComponent("bookcache-tmpfs-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
-        try Self.run("/bin/mount", ["-t", "tmpfs", "-o", "size=\(bytes)", "tmpfs", url.path])
+        let options = "size=\(bytes)" + (inodes.map { ",nr_inodes=\($0)" } ?? "")
+        try Self.run("/bin/mount", ["-t", "tmpfs", "-o", options, "tmpfs", url.path])
+    }
+
+    /// How many more files or folders it can hold.
+    public var freeInodes: Int {
+        var info = statvfs()
+        guard statvfs(url.path, &info) == 0 else { return 0 }
+        return Int(info.f_favail)
     }
 
     /// Makes the filesystem read-only.

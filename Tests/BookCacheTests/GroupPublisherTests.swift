@@ -85,6 +85,71 @@ struct GroupPublisherTests {
         #expect(log.text.contains(#"published a group ["books": 5]"#), "\(log.text)")
     }
 
+    @Test(
+        "a disk that fills up in the middle of a group: the books published before ENOSPC are cached, the others fail with a full disk, nothing half-made",
+        .enabled(if: SmallFilesystem.isAvailable, "needs root to mount a small tmpfs"))
+    func diskFullMidGroup() async throws {
+        // Out of inodes rather than bytes, so exactly the n-th new file fails: each book's sidecar is one new file.
+        let disk = try SmallFilesystem(bytes: 8 << 20, inodes: 200)
+        defer { disk.unmount() }
+        let manager = BookCacheManager(
+            configuration: BookCacheConfiguration(rootDirectory: disk.url.appendingPathComponent("cache"), storageReserveBytes: 0))
+        try await manager.prepareDirectories()
+        _ = try await manager.allBooks()
+        let layout = manager.layout
+        let publisher = manager.publisher
+        let blocker = try SQLiteDatabase(path: layout.databaseFile.path)
+        try blocker.execute("BEGIN IMMEDIATE")
+        let names = ["b1", "b2", "b3", "b4", "b5"]
+        var entries: [GroupPublisher.Entry] = []
+        for name in names { entries.append(try entry(name, in: layout)) }
+        let first = Task { await publisher.publish(try entry("first", in: layout)) }
+        try await waitUntil { publisher.isPublishing && publisher.waitingCount == 0 }
+        let rest = Task { [entries] in
+            await withTaskGroup(of: (String, GroupPublisher.Outcome).self) { group in
+                for entry in entries { group.addTask { (entry.record.id, await publisher.publish(entry)) } }
+                var outcomes: [String: GroupPublisher.Outcome] = [:]
+                for await (id, outcome) in group { outcomes[id] = outcome }
+                return outcomes
+            }
+        }
+        try await waitUntil { publisher.waitingCount == 5 }
+        // Room for three more files: the first book's sidecar and two of the group's.
+        let filler = disk.url.appendingPathComponent("filler")
+        try FileManager.default.createDirectory(at: filler, withIntermediateDirectories: true)
+        var made = 0
+        while disk.freeInodes > 3 {
+            try Data().write(to: filler.appendingPathComponent("\(made)"))
+            made += 1
+        }
+        try blocker.execute("COMMIT")
+
+        guard case .success = try await first.value else {
+            Issue.record("the first book was not published")
+            return
+        }
+        let outcomes = await rest.value
+        let cached = names.filter { if case .success = outcomes["ebook-\($0)"] { true } else { false } }
+        #expect(cached.count == 2, "\(outcomes)")
+        for name in names where !cached.contains(name) {
+            guard case .failure(let failure) = outcomes["ebook-\(name)"] else { continue }
+            #expect(failure.kind == .insufficientStorage, "\(name): \(failure)")
+        }
+        // What the index lists is exactly what was reported cached, each whole, each with its sidecar
+        let listed = try await manager.allBooks()
+        #expect(Set(listed.map(\.id)) == Set((cached + ["first"]).map { "ebook-\($0)" }))
+        for record in listed {
+            #expect(try Data(contentsOf: layout.url(forRelativePath: record.localPath)) == Data("the book \(record.bookId)".utf8))
+            #expect(
+                FileManager.default.fileExists(atPath: layout.url(forRelativePath: layout.relativeSidecarPath(for: try record.bookID)).path)
+            )
+        }
+        for name in names where !cached.contains(name) {
+            let id = try BookID(type: .ebook, bookId: name)
+            #expect(!FileManager.default.fileExists(atPath: layout.url(forRelativePath: layout.relativePath(for: id, format: .epub)).path))
+        }
+    }
+
     /// Polls `condition` between yields (state another thread changes, not time).
     private func waitUntil(_ condition: () -> Bool) async throws {
         for _ in 0..<10_000_000 {
