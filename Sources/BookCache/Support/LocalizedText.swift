@@ -70,9 +70,13 @@ public enum BookCacheLanguage: String, Sendable, CaseIterable {
         return self == .german ? text.replacingOccurrences(of: ".", with: ",") : text
     }
 
-    /// This language's strings in `bundle` (`LANG.lproj/Localizable.strings`); empty when the
-    /// bundle has none (the keys, which are the English text, are then shown).
+    /// This language's strings in `bundle` (`LANG.lproj/Localizable.strings`); empty for English,
+    /// whose keys are its text, and when the bundle has none (the keys are then shown).
     public func strings(in bundle: Bundle) -> [String: String] {
+        // The keys are the English text (scripts/check-strings.py fails on an English entry that
+        // is not its own key), so English needs no table: not reading one saves every English
+        // command the bundle look-up and the parse (a third of `bookcache --version`).
+        if self == .english { return [:] }
         // SwiftPM lowercases the folder names it copies on Linux (zh-Hans.lproj → zh-hans.lproj).
         guard
             let path = [rawValue, rawValue.lowercased()].lazy.compactMap({
