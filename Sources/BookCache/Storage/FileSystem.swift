@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -28,7 +27,7 @@ package enum FileSystem {
     package static func writeAtomically(_ data: Data, to url: URL, temporaryFolder: URL? = nil, durable: Bool = true) throws {
         let folder = url.deletingLastPathComponent().path
         let tempFolder = temporaryFolder?.path ?? folder
-        let temp = tempFolder + "/.\(url.lastPathComponent).\(temporaryOwner)\(temporaryCount.add(1, ordering: .relaxed).newValue).tmp"
+        let temp = tempFolder + "/.\(url.lastPathComponent).\(getpid()).\(UUID().uuidString.prefix(8)).tmp"
         // 0600: sidecars, settings and the like may hold a URL's login or a header's value.
         let fd = open(temp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw CallError(operation: "create", path: temp, code: errno) }
@@ -57,12 +56,6 @@ package enum FileSystem {
         ok = true
         if durable { syncDirectory(folder) }
     }
-
-    /// This process in a temporary file's name: its pid (which ``isStaleTemporary(_:)`` reads)
-    /// and a random number drawn once, so a file a killed process with a reused pid left behind
-    /// is never taken for one of this process's. Each file adds the next of ``temporaryCount``.
-    private static let temporaryOwner = "\(getpid()).\(String(UInt32.random(in: 0...UInt32.max), radix: 16))-"
-    private static let temporaryCount = Atomic<Int>(0)
 
     /// Whether `name` is a temporary file of ``writeAtomically(_:to:temporaryFolder:)`` whose
     /// writer is no longer running.

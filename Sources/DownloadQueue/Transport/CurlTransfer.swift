@@ -53,29 +53,17 @@ final class CurlTransfer: @unchecked Sendable {
 
     /// A header line of some response; a status line starts a new response (after a redirect
     /// or a `401` answered with a login), so only the last response's headers are kept.
-    func received(headerLine line: UnsafeRawBufferPointer) {
-        // Bytes, not Foundation's trimming: a line costs two small strings, once per header.
-        let isStatusLine = line.starts(with: "HTTP/".utf8)
-        let header = line.firstIndex(of: UInt8(ascii: ":")).map { colon in
-            (
-                Self.trimmed(UnsafeRawBufferPointer(rebasing: line[..<colon])),
-                Self.trimmed(UnsafeRawBufferPointer(rebasing: line[(colon + 1)...]))
-            )
-        }
+    func received(headerLine: String) {
+        let line = headerLine.trimmingCharacters(in: .whitespacesAndNewlines)
         state.withLock { state in
-            if isStatusLine {
+            if line.hasPrefix("HTTP/") {
                 state.headers = []
-            } else if let header {
-                state.headers.append(header)
+            } else if let colon = line.firstIndex(of: ":") {
+                let name = String(line[..<colon]).trimmingCharacters(in: .whitespaces)
+                let value = String(line[line.index(after: colon)...]).trimmingCharacters(in: .whitespaces)
+                state.headers.append((name, value))
             }
         }
-    }
-
-    /// `bytes` without the spaces, tabs and line ends around them, as UTF-8 text.
-    private static func trimmed(_ bytes: UnsafeRawBufferPointer) -> String {
-        func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 || byte == 0x0D || byte == 0x0A }
-        guard let first = bytes.firstIndex(where: { !isSpace($0) }), let last = bytes.lastIndex(where: { !isSpace($0) }) else { return "" }
-        return String(decoding: UnsafeRawBufferPointer(rebasing: bytes[first...last]), as: UTF8.self)
     }
 
     /// Body bytes. Returns `false` when the transfer must pause (the bytes are then not taken:
