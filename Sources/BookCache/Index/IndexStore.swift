@@ -27,10 +27,6 @@ final class IndexStore: Sendable {
     /// One connection per store, opened on first use; SQLite connections are used by one
     /// thread at a time.
     private let connection = Mutex<SQLiteIndex?>(nil)
-    /// A second connection for one-book reads, so the read each download makes before it starts
-    /// does not wait for a group of books being committed on the first (SQLite's log lets one
-    /// connection read while another writes).
-    private let reader = Mutex<SQLiteIndex?>(nil)
 
     init(layout: CacheLayout, logger: Logger) {
         self.layout = layout
@@ -45,7 +41,7 @@ final class IndexStore: Sendable {
     /// The record of one book, or `nil`; one row read.
     func record(_ id: BookID) throws(BookCacheError) -> CachedBookMetadata? {
         guard FileManager.default.fileExists(atPath: layout.root.path) else { return nil }
-        return try withReader { index throws(SQLiteError) in try index.record(id.description) }
+        return try withIndex { index throws(SQLiteError) in try index.record(id.description) }
     }
 
     /// The record of `id`, and — when it has none and `url` is given — the cached book of the
@@ -56,7 +52,7 @@ final class IndexStore: Sendable {
     ) throws(BookCacheError) -> (own: CachedBookMetadata?, sameURL: CachedBookMetadata?) {
         guard FileManager.default.fileExists(atPath: layout.root.path) else { return (nil, nil) }
         let key = url.map(BookDownloadRequest.identityKey(for:))
-        return try withReader { index throws(SQLiteError) in
+        return try withIndex { index throws(SQLiteError) in
             if let own = try index.record(id.description) { return (own, nil) }
             guard let url, let key else { return (nil, nil) }
             let found = try index.records(fileURL: url.absoluteString, or: key, type: id.type)
@@ -155,8 +151,6 @@ final class IndexStore: Sendable {
                     return try body(index)
                 } catch  where error.isDamage && attempt == 0 {
                     slot = nil
-                    // The reading connection would go on reading the file moved aside.
-                    reader.withLock { $0 = nil }
                     try moveAside(problem: error.description)
                 } catch {
                     slot = nil
@@ -165,30 +159,6 @@ final class IndexStore: Sendable {
             }
             throw BookCacheError.indexUnusable(layout.databaseFile.path, "is damaged again after a rebuild; move it away and try again")
         }
-    }
-
-    /// `body` on the reading connection, opened once the index exists (made, imported or
-    /// migrated through the first). Any failure there is retried on the first connection,
-    /// which knows how to recover from damage.
-    private func withReader<T: Sendable>(_ body: (SQLiteIndex) throws(SQLiteError) -> T) throws(BookCacheError) -> T {
-        // Asked before the reader's lock is taken: the first connection's holder may take the
-        // reader's lock (to drop it when it moves a damaged index aside), never the other way.
-        let indexIsOpen = connection.withLock { $0 != nil }
-        let read = reader.withLock { (slot: inout SQLiteIndex?) -> Result<T, SQLiteError>? in
-            do throws(SQLiteError) {
-                if slot == nil {
-                    guard indexIsOpen else { return nil }
-                    slot = try SQLiteIndex(path: layout.databaseFile.path)
-                }
-                guard let index = slot else { return nil }
-                return .success(try body(index))
-            } catch {
-                slot = nil
-                return .failure(error)
-            }
-        }
-        if case .success(let value) = read { return value }
-        return try withIndex(body)
     }
 
     private func open() throws(SQLiteError) -> SQLiteIndex {
