@@ -39,35 +39,18 @@ struct GroupPublisherTests {
         let layout = manager.layout
         let publisher = manager.publisher
 
-        // Another connection holds the index's write lock, so the first book's group waits.
-        let blocker = try SQLiteDatabase(path: layout.databaseFile.path)
-        try blocker.execute("BEGIN IMMEDIATE")
-        let first = Task { await publisher.publish(try entry("first", in: layout)) }
-        try await waitUntil { publisher.isPublishing && publisher.waitingCount == 0 }
-        // Five more arrive meanwhile; the third's sidecar cannot be written (a folder is in its place).
+        // The third's sidecar cannot be written (a folder is in its place).
         let names = ["b1", "b2", "b3", "b4", "b5"]
         try FileManager.default.createDirectory(
             at: layout.url(forRelativePath: layout.relativeSidecarPath(for: try BookID(type: .ebook, bookId: "b3")))
                 .appendingPathComponent("in-the-way"),
             withIntermediateDirectories: true)
-        var entries: [GroupPublisher.Entry] = []
-        for name in names { entries.append(try entry(name, in: layout)) }
-        let rest = Task { [entries] in
-            await withTaskGroup(of: (String, GroupPublisher.Outcome).self) { group in
-                for entry in entries { group.addTask { (entry.record.id, await publisher.publish(entry)) } }
-                var outcomes: [String: GroupPublisher.Outcome] = [:]
-                for await (id, outcome) in group { outcomes[id] = outcome }
-                return outcomes
-            }
-        }
-        try await waitUntil { publisher.waitingCount == 5 }
-        try blocker.execute("COMMIT")
-
-        guard case .success = try await first.value else {
+        let (first, outcomes) = try await publishAsAGroup(
+            try names.map { try entry($0, in: layout) }, after: try entry("first", in: layout), by: publisher, layout: layout)
+        guard case .success = first else {
             Issue.record("the first book was not published")
             return
         }
-        let outcomes = await rest.value
         for name in names where name != "b3" {
             guard case .success(let stored) = outcomes["ebook-\(name)"] else {
                 Issue.record("\(name): \(String(describing: outcomes["ebook-\(name)"]))")
@@ -98,37 +81,23 @@ struct GroupPublisherTests {
         _ = try await manager.allBooks()
         let layout = manager.layout
         let publisher = manager.publisher
-        let blocker = try SQLiteDatabase(path: layout.databaseFile.path)
-        try blocker.execute("BEGIN IMMEDIATE")
         let names = ["b1", "b2", "b3", "b4", "b5"]
-        var entries: [GroupPublisher.Entry] = []
-        for name in names { entries.append(try entry(name, in: layout)) }
-        let first = Task { await publisher.publish(try entry("first", in: layout)) }
-        try await waitUntil { publisher.isPublishing && publisher.waitingCount == 0 }
-        let rest = Task { [entries] in
-            await withTaskGroup(of: (String, GroupPublisher.Outcome).self) { group in
-                for entry in entries { group.addTask { (entry.record.id, await publisher.publish(entry)) } }
-                var outcomes: [String: GroupPublisher.Outcome] = [:]
-                for await (id, outcome) in group { outcomes[id] = outcome }
-                return outcomes
+        let (first, outcomes) = try await publishAsAGroup(
+            try names.map { try entry($0, in: layout) }, after: try entry("first", in: layout), by: publisher, layout: layout
+        ) {
+            // Room for three more files: the first book's sidecar and two of the group's.
+            let filler = disk.url.appendingPathComponent("filler")
+            try FileManager.default.createDirectory(at: filler, withIntermediateDirectories: true)
+            var made = 0
+            while disk.freeInodes > 3 {
+                try Data().write(to: filler.appendingPathComponent("\(made)"))
+                made += 1
             }
         }
-        try await waitUntil { publisher.waitingCount == 5 }
-        // Room for three more files: the first book's sidecar and two of the group's.
-        let filler = disk.url.appendingPathComponent("filler")
-        try FileManager.default.createDirectory(at: filler, withIntermediateDirectories: true)
-        var made = 0
-        while disk.freeInodes > 3 {
-            try Data().write(to: filler.appendingPathComponent("\(made)"))
-            made += 1
-        }
-        try blocker.execute("COMMIT")
-
-        guard case .success = try await first.value else {
+        guard case .success = first else {
             Issue.record("the first book was not published")
             return
         }
-        let outcomes = await rest.value
         let cached = names.filter { if case .success = outcomes["ebook-\($0)"] { true } else { false } }
         #expect(cached.count == 2, "\(outcomes)")
         for name in names where !cached.contains(name) {
@@ -148,6 +117,31 @@ struct GroupPublisherTests {
             let id = try BookID(type: .ebook, bookId: name)
             #expect(!FileManager.default.fileExists(atPath: layout.url(forRelativePath: layout.relativePath(for: id, format: .epub)).path))
         }
+    }
+
+    /// Publishes `first` while another connection holds the index's write lock, then `entries`,
+    /// which arrive meanwhile, as the next group; `meanwhile` runs once they all wait, before the
+    /// lock is let go. Returns each outcome.
+    private func publishAsAGroup(
+        _ entries: [GroupPublisher.Entry], after first: GroupPublisher.Entry, by publisher: GroupPublisher, layout: CacheLayout,
+        meanwhile: () throws -> Void = {}
+    ) async throws -> (first: GroupPublisher.Outcome, group: [String: GroupPublisher.Outcome]) {
+        let blocker = try SQLiteDatabase(path: layout.databaseFile.path)
+        try blocker.execute("BEGIN IMMEDIATE")
+        let lead = Task { await publisher.publish(first) }
+        try await waitUntil { publisher.isPublishing && publisher.waitingCount == 0 }
+        let rest = Task {
+            await withTaskGroup(of: (String, GroupPublisher.Outcome).self) { group in
+                for entry in entries { group.addTask { (entry.record.id, await publisher.publish(entry)) } }
+                var outcomes: [String: GroupPublisher.Outcome] = [:]
+                for await (id, outcome) in group { outcomes[id] = outcome }
+                return outcomes
+            }
+        }
+        try await waitUntil { publisher.waitingCount == entries.count }
+        try meanwhile()
+        try blocker.execute("COMMIT")
+        return (await lead.value, await rest.value)
     }
 
     /// Polls `condition` between yields (state another thread changes, not time).
