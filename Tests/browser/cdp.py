@@ -95,13 +95,17 @@ class Page:
 
 
 def until(condition, timeout_ms=60000):
-    """A promise that resolves when `condition` (a JS expression) is true, checked on each DOM change."""
+    """A promise that resolves when `condition` (a JS expression) is true, checked on each DOM change
+    and each resource that loads or fails (an image's `complete` changes without a DOM change)."""
     return f"""new Promise((resolve, reject) => {{
-        const check = () => {{ try {{ if ({condition}) {{ observer.disconnect(); resolve(true); }} }} catch (e) {{}} }};
+        const stop = () => {{ observer.disconnect(); document.removeEventListener('load', check, true); document.removeEventListener('error', check, true); }};
+        const check = () => {{ try {{ if ({condition}) {{ stop(); resolve(true); }} }} catch (e) {{}} }};
         const observer = new MutationObserver(check);
         observer.observe(document.documentElement, {{ subtree: true, childList: true, characterData: true, attributes: true }});
+        document.addEventListener('load', check, true);
+        document.addEventListener('error', check, true);
         check();
-        setTimeout(() => {{ observer.disconnect(); reject(new Error("timed out waiting for: {condition.replace('"', "'")}")); }}, {timeout_ms});
+        setTimeout(() => {{ stop(); reject(new Error("timed out waiting for: {condition.replace('"', "'")}")); }}, {timeout_ms});
     }})"""
 
 
