@@ -237,6 +237,34 @@ struct BookValidatorTests {
         return pdf
     }
 
+    @Test("an EPUB's language is its package document's first dc:language that is a language tag; a PDF has none")
+    func languageFromThePackageDocument() throws {
+        #expect(try validator.check(path: Fixtures.books.appendingPathComponent("alice.epub").path).language == "en")
+        #expect(try validator.check(path: Fixtures.books.appendingPathComponent("fixture-monthly-2024-05.pdf").path).language == nil)
+        for (written, kept) in [("<dc:language> de-CH </dc:language>", "de-CH"), ("<dc:language>en\"><x/></dc:language>", "fr")]
+            as [(String, String?)]
+        {
+            let directory = try TemporaryDirectory()
+            defer { directory.remove() }
+            let opf = """
+                <?xml version="1.0"?><package xmlns="http://www.idpf.org/2007/opf" version="3.0" unique-identifier="id">
+                <metadata xmlns:dc="http://purl.org/dc/elements/1.1/"><dc:identifier id="id">x</dc:identifier>
+                <dc:title>T</dc:title>\(written)<dc:language>fr</dc:language></metadata>
+                <manifest><item id="c" href="c.xhtml" media-type="application/xhtml+xml"/></manifest><spine><itemref idref="c"/></spine></package>
+                """
+            let container =
+                #"<?xml version="1.0"?><container version="1.0" xmlns="urn:oasis:names:tc:opendocument:xmlns:container"><rootfiles><rootfile full-path="content.opf" media-type="application/oebps-package+xml"/></rootfiles></container>"#
+            let book = Data(
+                StoredZIP.make([
+                    ("mimetype", Array("application/epub+zip".utf8)), ("META-INF/container.xml", Array(container.utf8)),
+                    ("content.opf", Array(opf.utf8)),
+                    ("c.xhtml", Array("<html xmlns=\"http://www.w3.org/1999/xhtml\"><body><p>x</p></body></html>".utf8)),
+                ]))
+            try book.write(to: directory.path("b.epub"))
+            #expect(try validator.check(path: directory.path("b.epub").path).language == kept, "\(written)")
+        }
+    }
+
     @Test("a password-protected PDF is accepted with a warning: its pages cannot be counted without the password")
     func passwordPDF() throws {
         let report = try validator.check(path: Fixtures.books.appendingPathComponent("quirks/password.pdf").path)

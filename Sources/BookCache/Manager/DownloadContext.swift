@@ -199,7 +199,7 @@ struct DownloadContext: Sendable {
             lastModified: file.lastModified
         )
         record.authors = request.authors
-        record.language = request.language
+        record.language = request.language ?? validation.language
         record.warnings = validation.warnings
         handedOn = true
         return GroupPublisher.Entry(record: record, partial: partial, pin: request.pin, syncSource: request.syncSource, limits: limits)

@@ -356,18 +356,6 @@ struct FeedParser: Sendable {
         return FeedSection(title: title ?? url.absoluteString, url: url, isNewestFirst: feed.rels.contains(sortNew))
     }
 
-    /// A language as a catalogue gives it, kept when it reads as a BCP 47 tag (`en`, `pt-BR`,
-    /// `zh-Hans`: letters, digits and hyphens, at most 35 characters); anything else is dropped.
-    static func languageTag(_ text: String) -> String? {
-        let tag = text.trimmingCharacters(in: .whitespacesAndNewlines)
-        guard (2...35).contains(tag.utf8.count), tag.utf8.first.map({ $0 < 0x80 && Character(UnicodeScalar($0)).isLetter }) == true,
-            tag.utf8.allSatisfy({
-                $0 == UInt8(ascii: "-") || ($0 < 0x80 && (Character(UnicodeScalar($0)).isLetter || Character(UnicodeScalar($0)).isNumber))
-            })
-        else { return nil }
-        return tag
-    }
-
     /// An entry's request. Its id comes from the entry's identifier
     /// (``BookDownloadRequest/bookId(forSourceIdentifier:)``), or — when the feed gives none — is
     /// derived from the whole link (``BookDownloadRequest/derivedBookId(for:)``), never from the
@@ -422,7 +410,7 @@ struct FeedParser: Sendable {
                 request = try BookDownloadRequest(url: url, type: defaultType, title: title, coverURL: cover)
             }
             request.authors = authors
-            request.language = language.flatMap(Self.languageTag)
+            request.language = language.flatMap(LanguageTag.normalized)
             return SyncEntry(position: position, outcome: .book(request))
         } catch {
             return SyncEntry(position: position, outcome: .invalid(ManifestProblem(line: position, message: error.message)))

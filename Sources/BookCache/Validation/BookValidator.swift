@@ -30,14 +30,15 @@ public struct BookValidator: Sendable {
     public func check(path: String) throws(ValidationFailure) -> ValidationReport {
         let format = try Self.detectFormat(path: path)
         let warnings: [String]
+        var language: String?
         switch format {
-        case .epub: warnings = try EPUBValidator(limits: limits).validate(path: path)
+        case .epub: (warnings, language) = try EPUBValidator(limits: limits).validate(path: path)
         case .pdf: warnings = try PDFValidator().validate(path: path)
         }
         if strict, let first = warnings.first {
             throw ValidationFailure("\(first) — refused because strict validation is on", kind: .strictRule)
         }
-        return ValidationReport(format: format, warnings: warnings)
+        return ValidationReport(format: format, warnings: warnings, language: language)
     }
 
     /// Validates the file at `path` and returns its format; ``check(path:)`` also returns the
@@ -77,6 +78,9 @@ public struct ValidationReport: Sendable, Hashable {
     /// Rules the book breaks that no reader needs (EPUB packaging, a PDF's rebuilt
     /// cross-reference table), in words; empty for a conformant book.
     public var warnings: [String]
+    /// The book's language as its EPUB package document names it: its first `dc:language` that
+    /// reads as a BCP 47 tag; `nil` for a PDF or an EPUB that names none.
+    public var language: String? = nil
 }
 
 /// Reads byte ranges of a file without loading it whole.

@@ -37,7 +37,7 @@ struct EPUBValidator {
     /// - Parameter path: The file.
     /// - Returns: The packaging rules the book breaks, as warnings: the `mimetype` rules, and
     ///   names not stored as UTF-8.
-    func validate(path: String) throws(ValidationFailure) -> [String] {
+    func validate(path: String) throws(ValidationFailure) -> (warnings: [String], language: String?) {
         var openError: Int32 = 0
         guard let archive = zip_open(path, ZIP_CHECKCONS | ZIP_RDONLY, &openError) else {
             if openError == ZIP_ER_EXISTS {
@@ -118,7 +118,7 @@ struct EPUBValidator {
                 kind: .tooLarge)
         }
         let packageXML = try readThrough(archive, packageIndex, name: packageEntry.name, keep: true)
-        let spine = try PackageDocumentParser(path: packagePath, maxDepth: limits.maxContainerXMLDepth).spine(in: packageXML)
+        let (spine, language) = try PackageDocumentParser(path: packagePath, maxDepth: limits.maxContainerXMLDepth).read(packageXML)
         var normalized: [[UInt8]: String]?
         for item in spine where indexByName[Array(item.utf8)] == nil {
             // EPUB asks names to be unique after Unicode canonical normalisation, so a reader
@@ -144,7 +144,7 @@ struct EPUBValidator {
             if index != containerIndex, index != packageIndex { work.append((index, entry)) }
         }
         try readThrough(work, archive: archive, path: path)
-        return warnings
+        return (warnings, language)
     }
 
     /// Compressed bytes worth spreading over several cores when entries are read through.

@@ -17,7 +17,9 @@ struct PackageDocumentParser {
     let path: String
     let maxDepth: Int
 
-    func spine(in data: [UInt8]) throws(ValidationFailure) -> [String] {
+    /// The spine's chapters as archive paths, and the book's language (its first `dc:language` that is a language tag)
+    /// when the package document names one.
+    func read(_ data: [UInt8]) throws(ValidationFailure) -> (spine: [String], language: String?) {
         let delegate = Delegate(path: path, maxDepth: maxDepth)
         try parseXML(data, with: delegate, named: "the package document '\(path)'")
         guard delegate.sawRoot, delegate.depth == 0 else {
@@ -43,7 +45,7 @@ struct PackageDocumentParser {
             }
             paths.append(try resolve(href))
         }
-        return paths
+        return (paths, delegate.language)
     }
 
     /// The archive path of a manifest `href`, relative to the package document's folder.
@@ -81,6 +83,9 @@ struct PackageDocumentParser {
         var sawSpine = false
         var manifest: [String: String] = [:]
         var itemrefs: [String] = []
+        /// The first `dc:language` that is a language tag, and the text of one being read.
+        var language: String?
+        var languageText: String?
         var failure: ValidationFailure?
 
         init(path: String, maxDepth: Int) {
@@ -111,6 +116,8 @@ struct PackageDocumentParser {
                 if let id = attributeDict["id"], let href = attributeDict["href"] { manifest[id] = href }
             case "spine":
                 sawSpine = true
+            case "language" where namespaceURI == "http://purl.org/dc/elements/1.1/" && language == nil:
+                languageText = ""
             case "itemref":
                 guard let idref = attributeDict["idref"], !idref.isEmpty else {
                     fail(parser, "an itemref in the spine of '\(path)' has no idref")
@@ -122,8 +129,16 @@ struct PackageDocumentParser {
             }
         }
 
+        func parser(_ parser: XMLParser, foundCharacters string: String) {
+            if let text = languageText, text.utf8.count < 64 { languageText = text + string }
+        }
+
         func parser(_ parser: XMLParser, didEndElement elementName: String, namespaceURI: String?, qualifiedName qName: String?) {
             depth -= 1
+            if let text = languageText, elementName.split(separator: ":").last == "language" {
+                language = LanguageTag.normalized(text)
+                languageText = nil
+            }
         }
 
         private func fail(_ parser: XMLParser, _ reason: String) {
