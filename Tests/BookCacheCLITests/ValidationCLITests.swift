@@ -110,7 +110,7 @@ struct ValidationCLITests {
 
 @Suite("bookcache validate checks local files")
 struct ValidateCommandTests {
-    @Test("ok, ok with warnings, refused: exit 1 when any is refused; --strict and --json")
+    @Test("ok, ok with warnings, refused: exit 1 when any is refused; --strict and --json (with an EPUB's language)")
     func validate() async throws {
         let books = Fixtures.books
         let ok = books.appendingPathComponent("alice.epub").path
@@ -129,11 +129,12 @@ struct ValidateCommandTests {
         let strict = try await ProcessRunner.run("bookcache", ["validate", "--strict", quirk])
         #expect(strict.status == 1)
 
-        let json = try await ProcessRunner.run("bookcache", ["validate", "--json", quirk, bad])
+        let json = try await ProcessRunner.run("bookcache", ["validate", "--json", quirk, bad, ok])
         let lines = json.stdout.split(separator: "\n").map { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
-        #expect(lines.count == 2)
+        #expect(lines.count == 3)
+        #expect(lines.last??["language"] as? String == "en", "alice.epub's dc:language")
         #expect(lines.first??["verdict"] as? String == "warned")
-        #expect(lines.last??["verdict"] as? String == "refused")
-        #expect((lines.last??["reason"] as? String)?.contains("CRC") == true)
+        #expect(lines[1]?["verdict"] as? String == "refused")
+        #expect((lines[1]?["reason"] as? String)?.contains("CRC") == true)
     }
 }
