@@ -94,7 +94,7 @@ final class SQLiteIndex {
             return
         }
         guard version < Self.schemaVersion else {
-            try ensureShelfIndexes()
+            try upgradeInPlace()
             return
         }
         var populated = 0
@@ -127,8 +127,6 @@ final class SQLiteIndex {
         if populated > 0 { try database.execute("PRAGMA wal_checkpoint(TRUNCATE)") }
     }
 
-    /// Makes the shelf's indexes when the database has not got them yet (one sort each; a
-    /// second for a million books). A read of the schema otherwise.
     /// Whether the book table has the `language` column (added after schema 1 was first released).
     private func hasLanguageColumn() throws(SQLiteError) -> Bool {
         let check = try database.statement("SELECT count(*) FROM pragma_table_info('book') WHERE name = 'language'")
@@ -136,28 +134,23 @@ final class SQLiteIndex {
         return try check.step() && check.int64(0) > 0
     }
 
-    private func ensureShelfIndexes() throws(SQLiteError) {
-        // The language column, added to an index made before it (older versions name their
-        // columns, so they neither see nor mind it).
-        if try !hasLanguageColumn() {
-            do {
-                try database.writing { () throws(SQLiteError) in
-                    guard try !hasLanguageColumn() else { return }
-                    try database.execute("ALTER TABLE book ADD COLUMN language TEXT")
-                }
-            } catch {
-                switch error {
-                case .database(let failure), .body(let failure): throw failure
-                }
-            }
-        }
+    /// Brings an index made by an earlier release of schema 1 up to this one, in one write
+    /// transaction when anything is missing: the `language` column, and the shelf's indexes (one
+    /// sort each; a second for a million books). Older versions name their columns and keep the
+    /// indexes up to date unknowingly, so they still open it. A read of the schema otherwise.
+    private func upgradeInPlace() throws(SQLiteError) {
         let check = try database.statement(
             "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name IN ('book_new', 'book_title', 'book_read', 'book_url')")
-        let present = try check.step() ? check.int64(0) : 0
+        let indexes = try check.step() ? check.int64(0) : 0
         check.reset()
-        guard present < 4 else { return }
+        let hasLanguage = try hasLanguageColumn()
+        guard indexes < 4 || !hasLanguage else { return }
         do {
-            try database.writing { () throws(SQLiteError) in try database.execute(Self.shelfIndexes) }
+            try database.writing { () throws(SQLiteError) in
+                // Another process may have done it while this one waited for the lock.
+                if try !hasLanguageColumn() { try database.execute("ALTER TABLE book ADD COLUMN language TEXT") }
+                try database.execute(Self.shelfIndexes)
+            }
         } catch {
             switch error {
             case .database(let failure), .body(let failure): throw failure
