@@ -38,7 +38,8 @@ public struct BookDownloadRequest: Sendable, Hashable {
     public var idDerivedFromURL: Bool = false
     /// The authors, kept in the record (a catalogue names them).
     public var authors: [String] = []
-    /// The book's language as a BCP 47 tag, kept in the record (a catalogue gives it).
+    /// The book's language as a BCP 47 tag, kept in the record (a catalogue gives it); without
+    /// one, an EPUB's own `dc:language` is kept.
     public var language: String?
     /// Credentials for the book's host (a catalogue's login), sent when the server asks for
     /// them (Basic or Digest) and never to another host. Not stored in the index.

@@ -41,8 +41,8 @@ public struct CachedBookMetadata: Sendable, Codable, Hashable, Identifiable {
     public var syncSources: [String] = []
     /// The authors, as the catalogue named them; empty when unknown.
     public var authors: [String] = []
-    /// The book's language as a BCP 47 tag (`en`, `de-CH`), as the catalogue gave it; `nil` when
-    /// unknown.
+    /// The book's language as a BCP 47 tag (`en`, `de-CH`): the catalogue's, else the EPUB's own
+    /// (its package document's `dc:language`); `nil` when unknown.
     public var language: String?
     /// What validation warned about when the book was cached: rules it breaks that no reader
     /// needs (see ``ValidationReport/warnings``). Empty for a conformant book.

@@ -2,6 +2,10 @@ import Foundation
 
 /// A book's language as catalogues and package documents give it.
 enum LanguageTag {
+    /// The Dublin Core namespaces a `dc:language` element comes in: the terms OPDS uses, and the
+    /// elements EPUB package documents (and some catalogues) use.
+    static let dublinCoreNamespaces: Set<String> = ["http://purl.org/dc/terms/", "http://purl.org/dc/elements/1.1/"]
+
     /// `text` without the white space around it, when it reads as a BCP 47 tag (`en`, `pt-BR`,
     /// `zh-Hans`: ASCII letters, digits and hyphens, starting with a letter, at most 35
     /// characters); anything else is dropped.

@@ -214,7 +214,7 @@ struct FeedParser: Sendable {
             if current != nil, depth == entryDepth + 1 {
                 if name == "id", !value.isEmpty { current?.identifier = value }
                 if name == "title", current?.title == nil { current?.title = value }
-                if name == "language", namespaceURI?.contains("purl.org/dc") == true, current?.language == nil {
+                if name == "language", LanguageTag.dublinCoreNamespaces.contains(namespaceURI ?? ""), current?.language == nil {
                     current?.language = value
                 }
             }

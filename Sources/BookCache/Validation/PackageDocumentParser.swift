@@ -17,8 +17,8 @@ struct PackageDocumentParser {
     let path: String
     let maxDepth: Int
 
-    /// The spine's chapters as archive paths, and the book's language (its first `dc:language` that is a language tag)
-    /// when the package document names one.
+    /// The spine's chapters as archive paths, and the book's language: the first `dc:language`
+    /// that is a language tag, when the package document names one.
     func read(_ data: [UInt8]) throws(ValidationFailure) -> (spine: [String], language: String?) {
         let delegate = Delegate(path: path, maxDepth: maxDepth)
         try parseXML(data, with: delegate, named: "the package document '\(path)'")
@@ -116,7 +116,7 @@ struct PackageDocumentParser {
                 if let id = attributeDict["id"], let href = attributeDict["href"] { manifest[id] = href }
             case "spine":
                 sawSpine = true
-            case "language" where namespaceURI == "http://purl.org/dc/elements/1.1/" && language == nil:
+            case "language" where LanguageTag.dublinCoreNamespaces.contains(namespaceURI ?? "") && language == nil:
                 languageText = ""
             case "itemref":
                 guard let idref = attributeDict["idref"], !idref.isEmpty else {
