@@ -251,14 +251,8 @@ public struct APIServer: Sendable {
         }
         api.post("books/:id/refresh") { _, context -> Response in
             // Fetched again as a job (the page's Refresh): the cached copy stays readable until
-            // the new one is validated. The record's URL keeps the login it was downloaded with.
-            let book = try await Self.book(context, in: manager)
-            var line: [String: Any] = [
-                "url": book.fileUrl, "id": book.bookId, "type": book.bookType.rawValue, "title": book.title, "refresh": true,
-                "priority": "high",
-            ]
-            if book.pinned { line["pin"] = true }
-            let jobs = try await service.submit(try JSONSerialization.data(withJSONObject: [line]))
+            // the new one is validated.
+            let jobs = try await service.refresh(try await Self.book(context, in: manager))
             struct Accepted: Encodable { var jobs: [APIJob] }
             return APIResponse.json(Accepted(jobs: jobs.map(APIJob.init)), status: .accepted)
         }

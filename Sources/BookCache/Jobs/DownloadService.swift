@@ -248,14 +248,7 @@ public actor DownloadService {
         var url = URLComponents(string: job.url)
         url?.user = nil
         url?.password = nil
-        var line: [String: String] = ["url": url?.string ?? job.url, "id": book.bookId, "type": book.type.rawValue]
-        if let title = job.title { line["title"] = title }
-        let entry: String
-        do {
-            entry = String(decoding: try JSONEncoder().encode(line), as: UTF8.self)
-        } catch {
-            preconditionFailure("a dictionary of strings always encodes: \(error)")
-        }
+        let entry = String(decoding: Self.manifestLine(url: url?.string ?? job.url, id: book, title: job.title), as: UTF8.self)
         job.state = .queued
         job.error = nil
         job.attempts = 0
@@ -267,6 +260,30 @@ public actor DownloadService {
         broadcast.yield(.job(job))
         wakeup.signal()
         return job
+    }
+
+    /// Queues a cached book to be fetched again as a high-priority job (the page's Refresh): its
+    /// cached copy stays readable until the new one is validated, then is replaced; a pinned book
+    /// stays pinned. The record's URL carries the login it was downloaded with, if any.
+    /// - Returns: The job (the one not yet ended, when the book has one).
+    package func refresh(_ book: CachedBookMetadata) throws -> [ServiceJob] {
+        var fields: [String: Any] = ["refresh": true, "priority": "high"]
+        if book.pinned { fields["pin"] = true }
+        return try submit(Self.manifestLine(url: book.fileUrl, id: try book.bookID, title: book.title, adding: fields))
+    }
+
+    /// A job's manifest line: the book's URL, id, type and title, and `fields`.
+    private static func manifestLine(url: String, id: BookID, title: String?, adding fields: [String: Any] = [:]) -> Data {
+        var line = fields
+        line["url"] = url
+        line["id"] = id.bookId
+        line["type"] = id.type.rawValue
+        if let title { line["title"] = title }
+        do {
+            return try JSONSerialization.data(withJSONObject: line)
+        } catch {
+            preconditionFailure("strings and booleans always make JSON: \(error)")
+        }
     }
 
     /// Forgets the jobs that have ended (cached, failed or cancelled); their books stay as they
