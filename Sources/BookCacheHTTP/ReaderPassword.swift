@@ -45,8 +45,11 @@ package struct ReaderPassword: Codable, Sendable, Hashable {
         self.user = user
         algorithm = Self.algorithmName
         iterations = Self.defaultIterations
-        salt = ServiceAccess.randomHex(bytes: 16)
-        hash = try Self.derive(password, salt: Self.bytes(hex: salt) ?? [], iterations: Self.defaultIterations)
+        // The system's CSPRNG (getrandom), as the service's token and sessions use
+        var generator = SystemRandomNumberGenerator()
+        let saltBytes = (0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        salt = Self.hex(saltBytes)
+        hash = try Self.derive(password, salt: saltBytes, iterations: Self.defaultIterations)
     }
 
     /// Whether `user` and `password` are this login (the hash compared in constant time).

@@ -96,14 +96,12 @@ int bookcache_limit_malloc_arenas(int count) { return mallopt(M_ARENA_MAX, count
 int bookcache_limit_malloc_arenas(int count) { (void)count; return 0; }
 #endif
 
-
 int bookcache_pbkdf2_sha256(const void *password, unsigned long long passwordLength, const unsigned char *salt,
                             unsigned long long saltLength, unsigned int iterations, unsigned char *key, unsigned int length) {
     if (passwordLength > 0x7fffffff || saltLength > 0x7fffffff || iterations == 0 || iterations > 0x7fffffff) return 0;
     return PKCS5_PBKDF2_HMAC((const char *)password, (int)passwordLength, salt, (int)saltLength, (int)iterations, EVP_sha256(),
                              (int)length, key);
 }
-
 
 int bookcache_inflate_check(const void *bytes, unsigned long long count, const char **message) {
     z_stream stream = {0};
