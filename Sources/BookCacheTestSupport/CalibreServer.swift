@@ -89,14 +89,7 @@ public final class CalibreServer: Sendable {
     ) async throws -> T {
         let server = try await start(
             library: library, login: login, maxOPDSItems: maxOPDSItems, workDirectory: workDirectory, accessLog: accessLog)
-        do {
-            let result = try await body(server)
-            await server.stop()
-            return result
-        } catch {
-            await server.stop()
-            throw error
-        }
+        return try await running(server, stop: { await $0.stop() }, body)
     }
 
     /// Stops the server and waits for it to exit.

@@ -90,14 +90,7 @@ public final class CalibreWeb: Sendable {
         let server = try await start(
             library: library, admin: admin, anonymous: anonymous, guestDownloads: guestDownloads, booksPerPage: booksPerPage,
             workDirectory: workDirectory)
-        do {
-            let result = try await body(server)
-            await server.stop()
-            return result
-        } catch {
-            await server.stop()
-            throw error
-        }
+        return try await running(server, stop: { await $0.stop() }, body)
     }
 
     /// Stops the server and waits for it to exit.

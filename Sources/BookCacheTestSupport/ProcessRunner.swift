@@ -351,3 +351,18 @@ public struct ProcessRunnerError: Error, CustomStringConvertible {
     public let message: String
     public var description: String { message }
 }
+
+/// Runs `body` with a started `server` and stops it however `body` ends: the `with` of each
+/// real server the tests start.
+func running<Server, T>(
+    _ server: Server, stop: (Server) async -> Void, _ body: (Server) async throws -> T
+) async throws -> T {
+    do {
+        let result = try await body(server)
+        await stop(server)
+        return result
+    } catch {
+        await stop(server)
+        throw error
+    }
+}

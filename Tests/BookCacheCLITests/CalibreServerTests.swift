@@ -22,17 +22,26 @@ struct CalibreServerTests {
         }
         try await CalibreServer.calibredb(
             ["add_format", "1", Fixtures.books.appendingPathComponent("fixture-monthly-2024-05.pdf").path], library: library)
+        try await addOnlyMOBI(as: 9, to: library, in: dir)
+        try await giveEachADay(9, in: library)
+        return library
+    }
+
+    /// Adds the book "Only MOBI", calibre's book `id`, with a MOBI file and nothing else.
+    func addOnlyMOBI(as id: Int, to library: URL, in dir: TemporaryDirectory) async throws {
         try await CalibreServer.calibredb(["add", "--empty", "--title", "Only MOBI", "--authors", "M"], library: library)
         let mobi = dir.path("only.mobi")
         try Data("BOOKMOBI".utf8).write(to: mobi)
-        try await CalibreServer.calibredb(["add_format", "9", mobi.path], library: library)
-        // Books added within one second can share a timestamp, and then "newest" has no one answer:
-        // each gets a day of its own.
-        for id in 1...9 {
+        try await CalibreServer.calibredb(["add_format", "\(id)", mobi.path], library: library)
+    }
+
+    /// Books added within one second can share a timestamp, and then "newest" has no one answer:
+    /// books 1 to `count` each get a day of their own, in order.
+    func giveEachADay(_ count: Int, in library: URL) async throws {
+        for id in 1...count {
             try await CalibreServer.calibredb(
                 ["set_metadata", "\(id)", "--field", "timestamp:2024-01-\(String(format: "%02d", id))T12:00:00+00:00"], library: library)
         }
-        return library
     }
 
     func ids(_ cache: String) async throws -> [[String: Any]] {

@@ -23,21 +23,13 @@ extension CalibreServerTests {
                 Fixtures.books.appendingPathComponent("fixture-monthly-2024-05.pdf").path,
             ],
             library: library)
-        try await CalibreServer.calibredb(["add", "--empty", "--title", "Only MOBI", "--authors", "M"], library: library)
-        let mobi = dir.path("only.mobi")
-        try Data("BOOKMOBI".utf8).write(to: mobi)
-        try await CalibreServer.calibredb(["add_format", "6", mobi.path], library: library)
-        for id in 1...6 {
-            try await CalibreServer.calibredb(
-                ["set_metadata", "\(id)", "--field", "timestamp:2024-01-\(String(format: "%02d", id))T12:00:00+00:00"], library: library)
-        }
+        try await addOnlyMOBI(as: 6, to: library, in: dir)
+        try await giveEachADay(6, in: library)
         return library
     }
 
     func webTitles(_ cache: String) async throws -> Set<String> {
-        let list = try await bookcache(["list", "--json"], cache)
-        let books = try JSONSerialization.jsonObject(with: Data(list.stdout.utf8)) as? [[String: Any]] ?? []
-        return Set(books.compactMap { $0["title"] as? String })
+        Set(try await ids(cache).compactMap { $0["title"] as? String })
     }
 
     @Test(
