@@ -147,9 +147,10 @@ struct BookValidatorTests {
         let appearance = Data("/AP << /N 5 0 R >>".utf8)
         let at = try #require(plain.range(of: appearance))
         plain.replaceSubrange(at, with: Data(repeating: 0x20, count: appearance.count))
-        let noAppearance = FileManager.default.temporaryDirectory.appendingPathComponent("no-ap-\(UUID().uuidString).pdf")
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let noAppearance = directory.path("no-appearance.pdf")
         try plain.write(to: noAppearance)
-        defer { try? FileManager.default.removeItem(at: noAppearance) }
         #expect(try validator.check(path: noAppearance.path).warnings == [])
         // A content stream whose compressed data stops early (its /Length made to fit)
         var bytes = try Data(contentsOf: Fixtures.books.appendingPathComponent("compressed.pdf"))
@@ -158,9 +159,8 @@ struct BookValidatorTests {
         let end = try #require(bytes.range(of: Data("\nendstream".utf8), in: start..<bytes.count)).lowerBound
         let length = end - start
         bytes.replaceSubrange((start + length / 2)..<end, with: Data(repeating: 0x20, count: length - length / 2))
-        let cut = FileManager.default.temporaryDirectory.appendingPathComponent("cut-stream-\(UUID().uuidString).pdf")
+        let cut = directory.path("cut-stream.pdf")
         try bytes.write(to: cut)
-        defer { try? FileManager.default.removeItem(at: cut) }
         let cutFailure = #expect(throws: ValidationFailure.self) { try validator.check(path: cut.path) }
         #expect(cutFailure?.reason.hasPrefix("the content of page 1 is damaged") == true, "\(cutFailure?.reason ?? "")")
     }
