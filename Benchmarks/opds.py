@@ -7,36 +7,23 @@ Prints medians of ROUNDS requests in milliseconds. Not a test.
     python3 Benchmarks/opds.py BOOKCACHE_BINARY WORKDIR COUNT [ROUNDS]
 """
 import base64
-import os
 import re
-import shutil
 import statistics
 import subprocess
 import sys
 import time
 import urllib.request
 
+from served import Served, fabricated_cache
+
 binary, work, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
 rounds = int(sys.argv[4]) if len(sys.argv) > 4 else 7
-cache = os.path.join(work, f"opds-{count}")
-here = os.path.dirname(os.path.abspath(__file__))
-if not os.path.exists(os.path.join(cache, "index.sqlite")):
-    shutil.rmtree(cache, ignore_errors=True)
-    subprocess.run([sys.executable, os.path.join(here, "make-index.py"), cache, str(count),
-                    os.path.join(here, "..", "Fixtures", "books", "alice.epub")], check=True)
-    subprocess.run([binary, "stats", "--cache-dir", cache], check=True, stdout=subprocess.DEVNULL)  # imports the index
+cache = fabricated_cache(binary, work, "opds", count)
 subprocess.run([binary, "serve", "--opds-password", "--cache-dir", cache], input=b"benchmark-password\n", check=True,
                stdout=subprocess.DEVNULL)
-service = subprocess.Popen([binary, "serve", "--listen", "127.0.0.1:0", "--cache-dir", cache], stdout=subprocess.PIPE, text=True)
+service = Served(binary, cache)
 try:
-    base = None
-    for line in service.stdout:
-        match = re.search(r"at (http://127\.0\.0\.1:\d+)", line)
-        if match:
-            base = match.group(1)
-        if "API token" in line:
-            break
-    token = open(os.path.join(cache, "service.token")).read().strip()
+    base, token = service.base, service.token
 
     def get(path, authorization=None):
         request = urllib.request.Request(base + path, headers={"Authorization": authorization or f"Bearer {token}"})
@@ -67,5 +54,4 @@ try:
     print(f"| first Basic login (PBKDF2, 600,000 rounds) | {login:.1f} ms |")
     print(f"| later requests with it (remembered) | {later:.1f} ms |")
 finally:
-    service.terminate()
-    service.wait()
+    service.stop()

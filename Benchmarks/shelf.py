@@ -6,10 +6,7 @@ medians of ROUNDS in milliseconds. Not a test.
 
     python3 Benchmarks/shelf.py BOOKCACHE_BINARY WORKDIR COUNT [ROUNDS]
 """
-import json
 import os
-import re
-import shutil
 import statistics
 import subprocess
 import sys
@@ -19,26 +16,15 @@ import urllib.request
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(here, "..", "Tests", "browser"))
 from cdp import Browser, until  # noqa: E402
+from served import Served, fabricated_cache  # noqa: E402
 
 binary, work, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
 rounds = int(sys.argv[4]) if len(sys.argv) > 4 else 5
-cache = os.path.join(work, f"shelf-{count}")
-if not os.path.exists(os.path.join(cache, "index.sqlite")):
-    shutil.rmtree(cache, ignore_errors=True)
-    subprocess.run([sys.executable, os.path.join(here, "make-index.py"), cache, str(count),
-                    os.path.join(here, "..", "Fixtures", "books", "alice.epub"), "--covers", "--sidecars"], check=True)
-    subprocess.run([binary, "stats", "--cache-dir", cache], check=True, stdout=subprocess.DEVNULL)
-service = subprocess.Popen([binary, "serve", "--listen", "127.0.0.1:0", "--cache-dir", cache], stdout=subprocess.PIPE, text=True)
+cache = fabricated_cache(binary, work, "shelf", count, "--covers", "--sidecars")
+service = Served(binary, cache)
 browser = None
 try:
-    base = None
-    for line in service.stdout:
-        match = re.search(r"at (http://127\.0\.0\.1:\d+)", line)
-        if match:
-            base = match.group(1)
-        if "API token" in line:
-            break
-    token = open(os.path.join(cache, "service.token")).read().strip()
+    base, token = service.base, service.token
 
     def api(path):
         started = time.perf_counter()
@@ -75,5 +61,4 @@ try:
 finally:
     if browser:
         browser.close()
-    service.terminate()
-    service.wait()
+    service.stop()
