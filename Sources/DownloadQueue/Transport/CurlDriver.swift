@@ -23,19 +23,14 @@ final class CurlDriver: @unchecked Sendable {
     /// do, instead of once without it and again after the 401 (a catalogue's failed-login log,
     /// which fail2ban watches, saw one line per request). Driver thread only.
     private var basicOrigins: Set<String> = []
-    /// Easy handles that answered a Digest challenge, by login and settings: libcurl keeps the
-    /// server's nonce and its count in the handle, so a transfer that takes one answers with
-    /// its first request (as a browser does) instead of once without the login and again after
-    /// the 401. Each handle learns the nonce once: n downloads at once ask at most n times.
-    /// Driver thread only.
-    private var digestHandles: [DigestLogin: [UnsafeMutableRawPointer]] = [:]
+    /// Easy handles that answered a Digest challenge, by login (a driver serves one transport,
+    /// so every transfer has the same settings): libcurl keeps the server's nonce and its count
+    /// in the handle, so a transfer that takes one answers with its first request (as a browser
+    /// does) instead of once without the login and again after the 401. Each handle learns the
+    /// nonce once: n downloads at once ask at most n times. Driver thread only.
+    private var digestHandles: [HTTPCredentials: [UnsafeMutableRawPointer]] = [:]
     /// The most idle Digest handles kept for one login (more than a batch runs at once).
     private static let digestHandlesKept = 64
-
-    private struct DigestLogin: Hashable {
-        let credentials: HTTPCredentials
-        let configuration: CurlTransport.Configuration
-    }
 
     init() {
         curl_global_init(3)  // CURL_GLOBAL_ALL
@@ -94,10 +89,9 @@ final class CurlDriver: @unchecked Sendable {
     }
 
     private func add(_ transfer: CurlTransfer) {
-        let login = transfer.credentials.map { DigestLogin(credentials: $0, configuration: transfer.configuration) }
         // A handle that knows the origin's Digest nonce, if one is idle: every option below is
         // set again (the header list too, to none), and libcurl's login state stays.
-        let reused = login.flatMap { digestHandles[$0]?.popLast() }
+        let reused = transfer.credentials.flatMap { digestHandles[$0]?.popLast() }
         transfer.answersDigestUpFront = reused != nil
         guard let handle = reused ?? curl_easy_init() else {
             transfer.finished(
@@ -173,10 +167,9 @@ final class CurlDriver: @unchecked Sendable {
         // Kept when it answered Digest and the login was taken on its own origin.
         if let credentials = transfer.credentials, error == nil, status != 401, credentials.applies(to: effective ?? transfer.url),
             offered & 2 != 0 || transfer.answersDigestUpFront,  // CURLAUTH_DIGEST
-            case let login = DigestLogin(credentials: credentials, configuration: transfer.configuration),
-            digestHandles[login, default: []].count < Self.digestHandlesKept
+            digestHandles[credentials, default: []].count < Self.digestHandlesKept
         {
-            digestHandles[login, default: []].append(raw)
+            digestHandles[credentials, default: []].append(raw)
         } else {
             curl_easy_cleanup(raw)
         }

@@ -19,7 +19,7 @@ import Synchronization
 public final class CurlTransport: HTTPTransport, Sendable {
     /// How the transport connects: timeouts, redirects, proxy, TLS trust, a rate limit and a
     /// netrc file. These are curl's options of the same names.
-    public struct Configuration: Sendable, Hashable {
+    public struct Configuration: Sendable {
         /// How long a connection may take to open (curl's `--connect-timeout`).
         public var connectTimeout: Duration
         /// How long a response may go without a byte before it fails as timed out.
