@@ -81,24 +81,28 @@ final class JobStore {
     /// the next start, and a book cached meanwhile ends it at once without a download. This
     /// saves an `fsync` per state change.
     func update(_ job: ServiceJob) throws(BookCacheError) {
-        try write { () throws(SQLiteError) in
-            let update = try database.statement(
-                """
-                UPDATE service_job SET state = ?2, bytes = ?3, total = ?4, errorKind = ?5, errorMessage = ?6, attempts = ?7,
-                    updatedAt = ?8, nextAttemptAt = ?9, entry = CASE WHEN ?10 THEN NULL ELSE entry END WHERE id = ?1
-                """)
-            update.bind(job.id, at: 1)
-            update.bind(job.state.rawValue, at: 2)
-            update.bind(job.bytes, at: 3)
-            update.bind(job.total, at: 4)
-            update.bind(job.error?.kind, at: 5)
-            update.bind(job.error?.message, at: 6)
-            update.bind(Int64(job.attempts), at: 7)
-            update.bind(job.updatedAt.timeIntervalSince1970, at: 8)
-            update.bind(job.nextAttemptAt?.timeIntervalSince1970, at: 9)
-            update.bind(Int64(job.state.isFinal ? 1 : 0), at: 10)
-            try update.run()
-        }
+        try write { () throws(SQLiteError) in try updateRow(job) }
+    }
+
+    /// Writes `job`'s state, progress, error and times to its row; an ended job's manifest line
+    /// is dropped (it may hold a login or headers, not kept at rest).
+    private func updateRow(_ job: ServiceJob) throws(SQLiteError) {
+        let update = try database.statement(
+            """
+            UPDATE service_job SET state = ?2, bytes = ?3, total = ?4, errorKind = ?5, errorMessage = ?6, attempts = ?7,
+                updatedAt = ?8, nextAttemptAt = ?9, entry = CASE WHEN ?10 THEN NULL ELSE entry END WHERE id = ?1
+            """)
+        update.bind(job.id, at: 1)
+        update.bind(job.state.rawValue, at: 2)
+        update.bind(job.bytes, at: 3)
+        update.bind(job.total, at: 4)
+        update.bind(job.error?.kind, at: 5)
+        update.bind(job.error?.message, at: 6)
+        update.bind(Int64(job.attempts), at: 7)
+        update.bind(job.updatedAt.timeIntervalSince1970, at: 8)
+        update.bind(job.nextAttemptAt?.timeIntervalSince1970, at: 9)
+        update.bind(Int64(job.state.isFinal ? 1 : 0), at: 10)
+        try update.run()
     }
 
     /// One job, or `nil`.
@@ -192,19 +196,14 @@ final class JobStore {
         }
     }
 
-    /// Queues an ended job again with `entry` as its manifest line.
+    /// Writes `job` (an ended job made queued again) and `entry` as its manifest line, durably.
     func requeue(_ job: ServiceJob, entry: String) throws(BookCacheError) {
         try write(durable: true) { () throws(SQLiteError) in
-            let update = try database.statement(
-                """
-                UPDATE service_job SET state = ?2, bytes = 0, total = NULL, errorKind = NULL, errorMessage = NULL, attempts = 0,
-                    updatedAt = ?3, nextAttemptAt = NULL, entry = ?4 WHERE id = ?1
-                """)
-            update.bind(job.id, at: 1)
-            update.bind(ServiceJob.State.queued.rawValue, at: 2)
-            update.bind(job.updatedAt.timeIntervalSince1970, at: 3)
-            update.bind(entry, at: 4)
-            try update.run()
+            try updateRow(job)
+            let line = try database.statement("UPDATE service_job SET entry = ?2 WHERE id = ?1")
+            line.bind(job.id, at: 1)
+            line.bind(entry, at: 2)
+            try line.run()
         }
     }
 
