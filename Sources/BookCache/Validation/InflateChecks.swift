@@ -29,7 +29,8 @@ final class InflateChecks: Sendable {
         let reason: String
     }
 
-    /// How many streams may wait for a check before the walk checks one itself.
+    /// How many streams may wait for a check: past that, the walk waits for the running check (or,
+    /// when none has started, checks one itself — the `Handoff`'s rule).
     private static let depth = 256
 
     /// The damaged stream met first, shared with the checks that run alongside.
