@@ -64,14 +64,21 @@ swift format lint --strict -r Sources Tests Examples Package.swift
 swift build
 # A hang must fail with a clue, not run into CI's limit: the run is stopped after
 # BOOKCACHE_TEST_MINUTES (30) and the tests that started and never ended are named.
+# The output is line-buffered (stdbuf): piped, the test binary's lines sat in a buffer, and a
+# hang's log lost its last ones (naming as unfinished a test that had passed). Shortly before the
+# limit, the processes the tests started that are still running are noted: what a hang waits on.
 log=.build/test-output.log
+limit=$(( ${BOOKCACHE_TEST_MINUTES:-30} * 60 ))
+( sleep $(( limit - 15 )) && ps -eo pid=,ppid=,etimes=,args= > .build/test-processes.txt ) </dev/null >/dev/null 2>&1 &
+watchdog=$!
 set +e
-timeout --kill-after=30 "$(( ${BOOKCACHE_TEST_MINUTES:-30} * 60 ))" swift test "$@" 2>&1 | tee "$log"
+timeout --kill-after=30 "$limit" stdbuf -oL -eL swift test "$@" 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 set -e
+pkill -P "$watchdog" 2>/dev/null || true
 if [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; then
   echo "error: swift test did not end within ${BOOKCACHE_TEST_MINUTES:-30} minutes; these tests started and never ended:" >&2
-  python3 scripts/unfinished-tests.py "$log" >&2
+  python3 scripts/unfinished-tests.py "$log" .build/test-processes.txt $$ >&2
   exit 1
 fi
 [ "$status" -eq 0 ] || exit "$status"

@@ -75,9 +75,9 @@ public final class TestHTTPServer: Sendable {
         var holdUntilConcurrent: Int?
         var slowBodies: (chunk: Int, pause: TimeAmount)?
         var held: [EventLoopPromise<Void>] = []
-        var arrivalWaiters: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
+        var arrivalWaiters = CountWaiters()
         var closed = 0
-        var closeWaiters: [(id: UUID, count: Int, continuation: CheckedContinuation<Bool, Never>)] = []
+        var closeWaiters = CountWaiters()
         var basicAuth: (pathPrefix: String, authorization: String)?
     }
 
@@ -259,47 +259,50 @@ public final class TestHTTPServer: Sendable {
     }
 
     /// Waits until the server has received at least `count` requests in all.
-    public func waitForRequests(count: Int) async {
-        await withCheckedContinuation { continuation in
-            let ready = state.withLock { state -> Bool in
-                if state.log.count >= count { return true }
-                state.arrivalWaiters.append((count, continuation))
-                return false
-            }
-            if ready { continuation.resume() }
-        }
+    /// - Returns: `true` then; `false` when the waiting task was cancelled first (say, because the
+    ///   client it waited for ended before sending them).
+    @discardableResult
+    public func waitForRequests(count: Int) async -> Bool {
+        await waitUntil(count, of: .requests)
     }
 
     /// Waits until at least `count` connections in all have closed (by either side).
     /// - Returns: `true` then; `false` when the waiting task was cancelled first (a test's time limit).
     @discardableResult
     public func waitForClosedConnections(count: Int) async -> Bool {
+        await waitUntil(count, of: .closedConnections)
+    }
+
+    /// What a test can wait for.
+    private enum Counter {
+        case requests, closedConnections
+
+        var value: KeyPath<State, Int> { self == .requests ? \.log.count : \.closed }
+        var waiters: WritableKeyPath<State, CountWaiters> { self == .requests ? \.arrivalWaiters : \.closeWaiters }
+    }
+
+    /// Waits until `counter` reaches `count`, or the task is cancelled.
+    private func waitUntil(_ count: Int, of counter: Counter) async -> Bool {
         let id = UUID()
         return await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
                 let ready = state.withLock { state -> Bool? in
-                    if state.closed >= count { return true }
+                    if state[keyPath: counter.value] >= count { return true }
                     if Task.isCancelled { return false }
-                    state.closeWaiters.append((id, count, continuation))
+                    state[keyPath: counter.waiters].add(id: id, count: count, continuation)
                     return nil
                 }
                 if let ready { continuation.resume(returning: ready) }
             }
         } onCancel: {
-            let waiter = state.withLock { state -> CheckedContinuation<Bool, Never>? in
-                guard let index = state.closeWaiters.firstIndex(where: { $0.id == id }) else { return nil }
-                return state.closeWaiters.remove(at: index).continuation
-            }
-            waiter?.resume(returning: false)
+            state.withLock { $0[keyPath: counter.waiters].remove(id: id) }?.resume(returning: false)
         }
     }
 
     fileprivate func connectionClosed() {
-        let ready = state.withLock { state -> [CheckedContinuation<Bool, Never>] in
+        let ready = state.withLock { state in
             state.closed += 1
-            let ready = state.closeWaiters.filter { state.closed >= $0.count }.map(\.continuation)
-            state.closeWaiters.removeAll { state.closed >= $0.count }
-            return ready
+            return state.closeWaiters.reached(state.closed)
         }
         for continuation in ready { continuation.resume(returning: true) }
     }
@@ -309,12 +312,11 @@ public final class TestHTTPServer: Sendable {
         var dict: [String: String] = [:]
         for (name, value) in headers { dict[name.lowercased()] = value }
         let promise = eventLoop.makePromise(of: Void.self)
-        let (release, arrived) = state.withLock { state -> ([EventLoopPromise<Void>], [CheckedContinuation<Void, Never>]) in
+        let (release, arrived) = state.withLock { state -> ([EventLoopPromise<Void>], [CheckedContinuation<Bool, Never>]) in
             state.log.append(LoggedRequest(path: path, headers: dict, proxiedURL: proxiedURL))
             state.inFlight += 1
             state.maxInFlight = max(state.maxInFlight, state.inFlight)
-            let ready = state.arrivalWaiters.filter { state.log.count >= $0.count }.map(\.continuation)
-            state.arrivalWaiters.removeAll { state.log.count >= $0.count }
+            let ready = state.arrivalWaiters.reached(state.log.count)
             if state.heldPaths.contains(path) {
                 state.held.append(promise)
                 return ([], ready)
@@ -329,7 +331,7 @@ public final class TestHTTPServer: Sendable {
             }
             return ([promise], ready)
         }
-        for continuation in arrived { continuation.resume() }
+        for continuation in arrived { continuation.resume(returning: true) }
         for waiting in release { waiting.succeed() }
         return promise.futureResult
     }
@@ -685,5 +687,26 @@ private final class RequestHandler: ChannelInboundHandler {
             server.end()
             if !keepAlive { channel.close(promise: nil) }
         }
+    }
+}
+
+/// Tasks waiting for a count (requests received, connections closed) to reach theirs.
+private struct CountWaiters {
+    private var waiting: [(id: UUID, count: Int, continuation: CheckedContinuation<Bool, Never>)] = []
+
+    mutating func add(id: UUID, count: Int, _ continuation: CheckedContinuation<Bool, Never>) {
+        waiting.append((id, count, continuation))
+    }
+
+    /// Removes the waiter `id` (its task was cancelled) and returns its continuation.
+    mutating func remove(id: UUID) -> CheckedContinuation<Bool, Never>? {
+        guard let index = waiting.firstIndex(where: { $0.id == id }) else { return nil }
+        return waiting.remove(at: index).continuation
+    }
+
+    /// Removes and returns the waiters whose count `value` has reached.
+    mutating func reached(_ value: Int) -> [CheckedContinuation<Bool, Never>] {
+        defer { waiting.removeAll { value >= $0.count } }
+        return waiting.filter { value >= $0.count }.map(\.continuation)
     }
 }

@@ -93,6 +93,21 @@ struct FaultInjectionTests {
         }
     }
 
+    /// Kills `process` with SIGKILL once `server` has seen `count` requests in all, and returns
+    /// how it ended — or lets it end, when it ends first (having needed fewer requests than that,
+    /// or failed): waiting for requests that never come would hang the test.
+    func kill(_ process: RunningProcess, onceServerHas count: Int, _ server: TestHTTPServer) async -> ProcessResult {
+        let exited = Task { await process.wait() }
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await server.waitForRequests(count: count) }
+            group.addTask { _ = await exited.value }
+            await group.next()
+            process.send(SIGKILL)
+            group.cancelAll()
+        }
+        return await exited.value
+    }
+
     @Test("kill -9 at random moments: consistent after every kill, and the final run completes the batch")
     func killLoop() async throws {
         try await withBooks { server, dir, names in
@@ -107,11 +122,8 @@ struct FaultInjectionTests {
                 // Kill once the server has seen a random number of this run's requests, so the
                 // kill lands during downloads, validation or publishing.
                 let wait = Int(generator.next() % 6) + 1
-                let arrived = Task { await server.waitForRequests(count: before + wait) }
-                let exited = Task { await process.wait() }
-                await arrived.value
-                process.send(SIGKILL)
-                let result = await exited.value
+                let result = await kill(process, onceServerHas: before + wait, server)
+                #expect([0, 128 + SIGKILL].contains(result.status), "ended on its own, and failed: \(result.stderr)")
                 if result.status != 0 { killed += 1 }
                 // Consistent after every kill; stop early only if the batch finished before it.
                 if try await checkConsistent(cache).count == Self.bookCount { break }
@@ -150,10 +162,8 @@ struct FaultInjectionTests {
             // group is being published as often as not. Killed once the server has seen some of
             // the requests still to come.
             let wait = Int(generator.next() % UInt64(min(40, remaining - 1))) + 1
-            let exited = Task { await process.wait() }
-            await server.waitForRequests(count: before + wait)
-            process.send(SIGKILL)
-            let result = await exited.value
+            let result = await kill(process, onceServerHas: before + wait, server)
+            #expect([0, 128 + SIGKILL].contains(result.status), "ended on its own, and failed: \(result.stderr)")
             if result.status != 0 { killed += 1 }
             for line in result.stdout.split(separator: "\n") {
                 guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
