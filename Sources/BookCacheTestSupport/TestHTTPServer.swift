@@ -266,6 +266,20 @@ public final class TestHTTPServer: Sendable {
         await waitUntil(count, of: .requests)
     }
 
+    /// Waits until the server has received at least `count` requests in all, or `client` has ended
+    /// first: a client that fails early, or needs fewer requests, must not leave a test waiting for
+    /// ever.
+    /// - Returns: `true` when the requests came; `false` when the client ended first.
+    @discardableResult
+    public func waitForRequests(count: Int, from client: RunningProcess) async -> Bool {
+        let arrival = Task { await waitForRequests(count: count) }
+        Task {
+            _ = await client.wait()
+            arrival.cancel()
+        }
+        return await arrival.value
+    }
+
     /// Waits until at least `count` connections in all have closed (by either side).
     /// - Returns: `true` then; `false` when the waiting task was cancelled first (a test's time limit).
     @discardableResult

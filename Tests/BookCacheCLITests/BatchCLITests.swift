@@ -165,7 +165,7 @@ struct BatchCLITests {
             try Data(manifest.utf8).write(to: file)
             let process = try ProcessRunner.launch(
                 "bookcache", ["download", "--from", file.path, "--cache-dir", cache, "--concurrency", "1"])
-            await server.waitForRequests(count: 2)
+            await server.waitForRequests(count: 2, from: process)
             process.send(SIGTERM)
             let result = await process.wait()
             server.releaseHeld()

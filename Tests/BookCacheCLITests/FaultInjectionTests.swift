@@ -97,15 +97,8 @@ struct FaultInjectionTests {
     /// how it ended — or lets it end, when it ends first (having needed fewer requests than that,
     /// or failed): waiting for requests that never come would hang the test.
     func kill(_ process: RunningProcess, onceServerHas count: Int, _ server: TestHTTPServer) async -> ProcessResult {
-        let exited = Task { await process.wait() }
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { await server.waitForRequests(count: count) }
-            group.addTask { _ = await exited.value }
-            await group.next()
-            process.send(SIGKILL)
-            group.cancelAll()
-        }
-        return await exited.value
+        if await server.waitForRequests(count: count, from: process) { process.send(SIGKILL) }
+        return await process.wait()
     }
 
     @Test("kill -9 at random moments: consistent after every kill, and the final run completes the batch")
