@@ -72,11 +72,14 @@ public enum BookCacheLanguage: String, Sendable, CaseIterable {
 
     /// This language's strings in `bundle` (`LANG.lproj/Localizable.strings`); empty for English,
     /// whose keys are its text, and when the bundle has none (the keys are then shown).
-    public func strings(in bundle: Bundle) -> [String: String] {
+    /// - Parameter bundle: The bundle, looked up only for a language other than English.
+    public func strings(in bundle: @autoclosure () -> Bundle) -> [String: String] {
         // The keys are the English text (scripts/check-strings.py fails on an English entry that
         // is not its own key), so English needs no table: not reading one saves every English
-        // command the bundle look-up and the parse (a third of `bookcache --version`).
+        // command the parse and the bundle look-up — the bundle is not even found (`Bundle.module`
+        // searches the file system: a fifth of `bookcache --version` when it was an argument).
         if self == .english { return [:] }
+        let bundle = bundle()
         // SwiftPM lowercases the folder names it copies on Linux (zh-Hans.lproj → zh-hans.lproj).
         guard
             let path = [rawValue, rawValue.lowercased()].lazy.compactMap({
