@@ -2,7 +2,7 @@
 # BookCache benchmarks against curl and aria2 on loopback (nginx with sendfile). Not a test: it
 # prints a table of medians and ratios and writes it to Benchmarks/results/latest.md.
 #
-#   Benchmarks/run.sh [all|batch|small|large|limit|index|service|abuse|verify] [ROUNDS]
+#   Benchmarks/run.sh [all|batch|small|large|limit|index|service|abuse|verify|start|memory] [ROUNDS]
 #
 # Installs nginx, aria2, curl and python3 when missing; builds bookcache in release mode.
 set -euo pipefail
@@ -16,6 +16,7 @@ command -v aria2c >/dev/null || need+=(aria2)
 command -v curl >/dev/null || need+=(curl)
 command -v python3 >/dev/null || need+=(python3)
 command -v /usr/bin/time >/dev/null || need+=(time)
+command -v hyperfine >/dev/null || need+=(hyperfine)
 scripts/apt-install.sh ${need[@]+"${need[@]}"}
 scripts/setup.sh
 swift build -c release --product bookcache --static-swift-stdlib >&2
@@ -211,6 +212,25 @@ if [ "$what" = all ] || [ "$what" = verify ]; then
   compare "verify of a 200 MB EPUB (one stored chapter)" "bare libzip CRC pass" \
     "true" "$bin verify --cache-dir $work/c-v" \
     "true" "$work/zipcrc $work/books/v0.epub"
+fi
+
+if [ "$what" = all ] || [ "$what" = start ]; then
+  # Process start: hyperfine runs each command 300 times (no shell between) and gives the mean.
+  tf="$(mktemp)"
+  hyperfine -N --warmup 20 --runs 300 --export-json "$tf" "$bin --version" "curl --version" >/dev/null 2>&1
+  read -r a b < <(python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["results"]; print(r[0]["mean"], r[1]["mean"])' "$tf")
+  rm -f "$tf"
+  echo "| process start (\`--version\`, mean of 300) | $(awk -v a="$a" 'BEGIN { printf "%.1f ms", a * 1000 }') | curl $(awk -v b="$b" 'BEGIN { printf "%.1f ms", b * 1000 }') | $(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.2f×", a / b }') | |" | tee -a "$out"
+fi
+
+if [ "$what" = all ] || [ "$what" = memory ]; then
+  # Peak memory of the small batch, private and mapped files apart (Benchmarks/peak-memory.py).
+  books 2000 65536 s
+  seq 0 1999 | sed "s#.*#$base/s&.epub#" >"$work/batch-2000.txt"
+  for r in $(seq "$rounds"); do
+    discard "$work/c2"; sync
+    echo "| 2000 × 64 KiB, concurrency 16, memory (round $r) | $(python3 Benchmarks/peak-memory.py "$bin" download --from "$work/batch-2000.txt" --concurrency 16 --cache-dir "$work/c2") | | | |" | tee -a "$out"
+  done
 fi
 
 echo >>"$out"
