@@ -70,11 +70,11 @@ struct FaultInjectionTests {
         return ids
     }
 
-    @Test("several processes on overlapping batches: the index holds exactly the union, each book fetched once")
+    @Test("eight processes on overlapping batches: the index holds exactly the union, each book fetched once")
     func manyProcesses() async throws {
         try await withBooks { server, dir, names in
             let cache = dir.path("cache").path
-            let ranges = [0..<20, 10..<30, 5..<25, 0..<30]
+            let ranges = [0..<20, 10..<30, 5..<25, 0..<30, 15..<30, 0..<10, 20..<30, 5..<15]
             var processes: [RunningProcess] = []
             for (n, range) in ranges.enumerated() {
                 let file = try manifest(server, names[range], in: dir, as: "m\(n).jsonl")
