@@ -72,6 +72,23 @@ struct BookCacheManagerTests {
         }
     }
 
+    @Test(
+        "a language an app gives goes through the same BCP 47 check as a catalogue's: a tag is kept, anything else gives way to the EPUB's own"
+    )
+    func requestLanguage() async throws {
+        try await withServerAndDirectory(files: ["alice.epub": try Fixtures.data("alice.epub")]) { server, dir in
+            let manager = makeManager(dir)
+            var tagged = try request(server, "alice.epub", id: "ebook-tagged")
+            tagged.language = " pt-BR "
+            #expect(tagged.language == "pt-BR")
+            #expect(try await manager.download(tagged).metadata.language == "pt-BR")
+            var hostile = try request(server, "alice.epub", id: "ebook-hostile")
+            hostile.language = "en\"><script>x</script>"
+            #expect(hostile.language == nil)
+            #expect(try await manager.download(hostile).metadata.language == "en", "alice.epub's own dc:language")
+        }
+    }
+
     @Test("the README's snippet: progress as bytes arrive, then open offline")
     func readmeSnippet() async throws {
         try await withServerAndDirectory(files: ["alice.epub": try Fixtures.data("alice.epub")]) { server, dir in

@@ -39,8 +39,14 @@ public struct BookDownloadRequest: Sendable, Hashable {
     /// The authors, kept in the record (a catalogue names them).
     public var authors: [String] = []
     /// The book's language as a BCP 47 tag, kept in the record (a catalogue gives it); without
-    /// one, an EPUB's own `dc:language` is kept.
-    public var language: String?
+    /// one, an EPUB's own `dc:language` is kept. White space around it is dropped, and a value
+    /// that is not a language tag (letters, digits and hyphens, starting with a letter, at most
+    /// 35 characters) is not kept: reading it back gives `nil`.
+    public var language: String? {
+        get { languageTag }
+        set { languageTag = newValue.flatMap(LanguageTag.normalized) }
+    }
+    private var languageTag: String?
     /// Credentials for the book's host (a catalogue's login), sent when the server asks for
     /// them (Basic or Digest) and never to another host. Not stored in the index.
     public var credentials: HTTPCredentials?

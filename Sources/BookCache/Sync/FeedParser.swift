@@ -410,7 +410,7 @@ struct FeedParser: Sendable {
                 request = try BookDownloadRequest(url: url, type: defaultType, title: title, coverURL: cover)
             }
             request.authors = authors
-            request.language = language.flatMap(LanguageTag.normalized)
+            request.language = language
             return SyncEntry(position: position, outcome: .book(request))
         } catch {
             return SyncEntry(position: position, outcome: .invalid(ManifestProblem(line: position, message: error.message)))
