@@ -84,24 +84,18 @@ final class JobStore {
         try write { () throws(SQLiteError) in try updateRow(job) }
     }
 
-    /// Writes `job`'s state, progress, error and times to its row; an ended job's manifest line
-    /// is dropped (it may hold a login or headers, not kept at rest).
-    private func updateRow(_ job: ServiceJob) throws(SQLiteError) {
+    /// Writes `job`'s state, progress, error and times to its row, and `entry` as its manifest line
+    /// when given; an ended job's manifest line is dropped (it may hold a login or headers, not
+    /// kept at rest). The parameters are numbered as ``bind(_:to:)`` numbers a job's columns.
+    private func updateRow(_ job: ServiceJob, entry: String? = nil) throws(SQLiteError) {
         let update = try database.statement(
             """
-            UPDATE service_job SET state = ?2, bytes = ?3, total = ?4, errorKind = ?5, errorMessage = ?6, attempts = ?7,
-                updatedAt = ?8, nextAttemptAt = ?9, entry = CASE WHEN ?10 THEN NULL ELSE entry END WHERE id = ?1
+            UPDATE service_job SET state = ?6, bytes = ?7, total = ?8, errorKind = ?9, errorMessage = ?10, attempts = ?11,
+                updatedAt = ?13, nextAttemptAt = ?14, entry = CASE WHEN ?15 THEN NULL ELSE coalesce(?16, entry) END WHERE id = ?1
             """)
-        update.bind(job.id, at: 1)
-        update.bind(job.state.rawValue, at: 2)
-        update.bind(job.bytes, at: 3)
-        update.bind(job.total, at: 4)
-        update.bind(job.error?.kind, at: 5)
-        update.bind(job.error?.message, at: 6)
-        update.bind(Int64(job.attempts), at: 7)
-        update.bind(job.updatedAt.timeIntervalSince1970, at: 8)
-        update.bind(job.nextAttemptAt?.timeIntervalSince1970, at: 9)
-        update.bind(Int64(job.state.isFinal ? 1 : 0), at: 10)
+        bind(job, to: update)
+        update.bind(Int64(job.state.isFinal ? 1 : 0), at: 15)
+        update.bind(entry, at: 16)
         try update.run()
     }
 
@@ -198,13 +192,7 @@ final class JobStore {
 
     /// Writes `job` (an ended job made queued again) and `entry` as its manifest line, durably.
     func requeue(_ job: ServiceJob, entry: String) throws(BookCacheError) {
-        try write(durable: true) { () throws(SQLiteError) in
-            try updateRow(job)
-            let line = try database.statement("UPDATE service_job SET entry = ?2 WHERE id = ?1")
-            line.bind(job.id, at: 1)
-            line.bind(entry, at: 2)
-            try line.run()
-        }
+        try write(durable: true) { () throws(SQLiteError) in try updateRow(job, entry: entry) }
     }
 
     /// Removes the jobs that have ended (cached, failed, cancelled).
