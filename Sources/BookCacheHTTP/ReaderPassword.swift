@@ -45,9 +45,7 @@ package struct ReaderPassword: Codable, Sendable, Hashable {
         self.user = user
         algorithm = Self.algorithmName
         iterations = Self.defaultIterations
-        // The system's CSPRNG (getrandom), as the service's token and sessions use
-        var generator = SystemRandomNumberGenerator()
-        let saltBytes = (0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        let saltBytes = ServiceAccess.randomBytes(16)
         salt = Self.hex(saltBytes)
         hash = try Self.derive(password, salt: saltBytes, iterations: Self.defaultIterations)
     }

@@ -161,9 +161,15 @@ public final class ServiceAccess: Sendable {
         return .none
     }
 
-    static func randomHex(bytes: Int) -> String {
+    /// `count` bytes from the system's CSPRNG (getrandom): tokens, session ids, login codes, salts.
+    static func randomBytes(_ count: Int) -> [UInt8] {
         var generator = SystemRandomNumberGenerator()
-        return (0..<bytes).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &generator)) }.joined()
+        return (0..<count).map { _ in UInt8.random(in: 0...255, using: &generator) }
+    }
+
+    /// ``randomBytes(_:)`` as lowercase hexadecimal.
+    static func randomHex(bytes: Int) -> String {
+        ReaderPassword.hex(randomBytes(bytes))
     }
 
     /// Whether `a` and `b` are the same bytes, in a time that does not depend on where they differ.
