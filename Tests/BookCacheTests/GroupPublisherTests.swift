@@ -101,7 +101,10 @@ struct GroupPublisherTests {
         let cached = names.filter { if case .success = outcomes["ebook-\($0)"] { true } else { false } }
         #expect(cached.count == 2, "\(outcomes)")
         for name in names where !cached.contains(name) {
-            guard case .failure(let failure) = outcomes["ebook-\(name)"] else { continue }
+            guard case .failure(let failure) = outcomes["ebook-\(name)"] else {
+                Issue.record("\(name): no outcome")
+                continue
+            }
             #expect(failure.kind == .insufficientStorage, "\(name): \(failure)")
         }
         // What the index lists is exactly what was reported cached, each whole, each with its sidecar

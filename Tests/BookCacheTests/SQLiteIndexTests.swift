@@ -44,6 +44,31 @@ struct SQLiteIndexTests {
         #expect(try reopened.record(new.id)?.language == "de-CH")
     }
 
+    @Test(
+        "an index made before the language column, on a read-only disk, is read as it is: its books with no language",
+        .enabled(if: SmallFilesystem.isAvailable, "needs root to mount a small tmpfs"))
+    func languageColumnMissingReadOnly() throws {
+        let disk = try SmallFilesystem(bytes: 4 << 20)
+        defer { disk.unmount() }
+        let path = disk.url.appendingPathComponent("index.sqlite").path
+        do {
+            let index = try SQLiteIndex(path: path)
+            try index.put(try record(2))
+            // As a version before the column made it
+            try index.database.execute("ALTER TABLE book DROP COLUMN language")
+            try index.database.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        }
+        try disk.remountReadOnly()
+        let reopened = try SQLiteIndex(path: path)
+        #expect(reopened.database.isReadOnly)
+        var old = try record(2)
+        old.language = nil
+        #expect(try reopened.record(old.id) == old)
+        var listed: [CachedBookMetadata] = []
+        try reopened.forEachRecord { listed.append($0) }
+        #expect(listed == [old])
+    }
+
     @Test("every field comes back as it was put, sync sources in order; removal takes them with it")
     func roundTrip() throws {
         let dir = try TemporaryDirectory()
