@@ -299,9 +299,13 @@ private enum QPDFReading {
         // to tens of megabytes); the first damage in page order is the verdict either way.
         let checks = InflateChecks(alongside: bytes.count >= Self.parallelCheckBytes && Lanes.available > 1)
         let walk = Self.walkPages(qpdf, pages: Int(pages), checks: checks)
-        // qpdf's teardown (a good part of a large file's read) while the last checks run: they
-        // have their own copies of the bytes.
-        qpdf_cleanup(&handle)
+        // qpdf's teardown (a quarter of a large file's read: every object it parsed is freed) is
+        // not waited for: it runs on another blocking-work thread while the last checks finish and
+        // the verdict is given. The checks have their own copies of the bytes.
+        if let finished = handle.take() {
+            let teardown = QPDFTeardown(finished)
+            BlockingPool.shared.submit { _ in teardown.run() }
+        }
         checks.finish()
         let damage = [walk.damage, checks.firstDamage].compactMap { $0 }.min { $0.position < $1.position }
         if let damage {
@@ -534,6 +538,21 @@ private enum QPDFReading {
     private static func text(_ qpdf: qpdf_data, _ error: qpdf_error) -> String {
         guard let detail = qpdf_get_error_message_detail(qpdf, error) else { return "unknown damage" }
         return String(cString: detail)
+    }
+}
+
+/// A qpdf handle nobody uses any more, handed to another thread to be freed.
+// Unchecked: the handle is given up by the thread that read with it before it is sent.
+private struct QPDFTeardown: @unchecked Sendable {
+    private let handle: qpdf_data
+
+    init(_ handle: qpdf_data) {
+        self.handle = handle
+    }
+
+    func run() {
+        var handle: qpdf_data? = handle
+        qpdf_cleanup(&handle)
     }
 }
 
