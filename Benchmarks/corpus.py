@@ -13,7 +13,9 @@ bare repository exists, else cloned once from GitHub into DIR/sources):
 - mozilla/pdf.js: test PDFs under 2 MB (every third by name)
 - Debian documentation PDFs on this machine (/usr/share/doc)
 plus realistic damage made from some of them (cut downloads, flipped bytes, CRLF conversion,
-HTML pages, junk after %%EOF, a lost startxref) and files that are not books.
+HTML pages, junk after %%EOF, a lost startxref), PDFs as readers meet them (a 2 KiB preamble
+before %PDF- with the offsets counted from the file's start; linearized files of three pages or
+more cut at 90% and at 99.9%), and files that are not books.
 
 Ground truth never asks bookcache:
 - EPUB: Python's zipfile CRC test and a reader's path (container.xml, the package document,
@@ -22,13 +24,18 @@ Ground truth never asks bookcache:
   extra field, exact bytes), which epubcheck reports as PKG-005/006/007.
 - PDF: `qpdf --check`, and page 1 drawn by poppler (`pdftoppm`) and by MuPDF (`mutool draw`).
   Readable: all three succeed. Damaged: two or three fail. Uncertain: exactly one fails. A file
-  qpdf calls password-protected is a row of its own (no judge is given the password).
+  qpdf calls password-protected is a row of its own (no judge is given the password). The
+  header is looked for where readers look (the first MiB). A made cut is drawn at its last page
+  too, where what the cut lost shows; made cuts are damaged by construction (downloads that did
+  not arrive whole), whatever the judges draw — a reader's repair hides a cut that lost only the
+  file's end — and the judges' view is kept in the label's detail.
 """
 import hashlib
 import http.server
 import json
 import os
 import random
+import re
 import shutil
 import socketserver
 import subprocess
@@ -160,6 +167,67 @@ def damage(data, kind, seed):
     raise ValueError(kind)
 
 
+def qpdf_write(data, *options):
+    """`data` rewritten by qpdf with `options`, or None when qpdf cannot."""
+    with tempfile.TemporaryDirectory() as tmp:
+        src, out = os.path.join(tmp, "in.pdf"), os.path.join(tmp, "out.pdf")
+        with open(src, "wb") as f:
+            f.write(data)
+        p = subprocess.run(["qpdf", *options, src, out], capture_output=True)
+        if p.returncode not in (0, 3) or not os.path.exists(out):
+            return None
+        pages = subprocess.run(["qpdf", "--show-npages", out], capture_output=True, text=True)
+        return open(out, "rb").read(), int(pages.stdout.strip() or 0)
+
+
+def with_preamble(data, preamble):
+    """A PDF whose writer put `preamble` before %PDF- and counted its offsets from the file's
+    start, as exports with a preamble do: every offset of its (single, classic) cross-reference
+    table and its startxref shifted. None when the file has no such table."""
+    at = data.rfind(b"startxref")
+    m = re.match(rb"startxref\s+(\d+)", data[at:]) if at >= 0 else None
+    if not m or data[int(m.group(1)):int(m.group(1)) + 4] != b"xref" or b"/Prev" in data:
+        return None
+    start = int(m.group(1))
+    shift = len(preamble)
+    table = re.compile(rb"(\d{10}) (\d{5}) n")
+
+    def moved(entry):
+        return b"%010d %s n" % (int(entry.group(1)) + shift, entry.group(2))
+
+    end = data.find(b"trailer", start)
+    if end < 0:
+        return None
+    xref = table.sub(moved, data[start:end])
+    tail = data[end:at] + b"startxref\n%d\n%%%%EOF\n" % (start + shift)
+    return preamble + data[:start] + xref + tail
+
+
+def made_pdfs(data, seed, preamble):
+    """Files a reader meets that take more than a flipped byte to make, each with how it was made:
+    a preamble before %PDF- (offsets counted from the file's start, as exports write them), and,
+    of a file with three pages or more, its linearized form cut at 90% and at 99.9%: cut downloads,
+    damaged by construction whatever the judges draw (a reader's repair hides a cut that lost only
+    the file's end; one that lost pages shows on the last page)."""
+    made = {}
+    plain = qpdf_write(data, "--object-streams=disable", "--stream-data=preserve") if preamble else None
+    if plain:
+        rng = random.Random(seed)
+        preamble = b"".join(b"%d preamble line before the document\n" % rng.randrange(10**6) for _ in range(60))[:2048]
+        shifted = with_preamble(plain[0], preamble)
+        if shifted:
+            made["preamble"] = {"data": shifted, "made": "a 2 KiB preamble before %PDF-, offsets counted from the file's start"}
+    linear = qpdf_write(data, "--linearize")
+    if linear and linear[1] >= 3:
+        whole, pages = linear
+        made["linearized-cut90"] = {"data": whole[: len(whole) * 9 // 10], "made": "damaged: linearized, cut at 90%",
+                                    "pages": pages, "truth": "damaged", "why": "a cut download (by construction)"}
+        made["linearized-cut999"] = {"data": whole[: len(whole) * 999 // 1000],
+                                     "made": "damaged: linearized, cut at 99.9%", "pages": pages,
+                                     "truth": "damaged", "why": "a cut download (by construction)"}
+    return made
+
+
 HTML = b"<!DOCTYPE html>\n<html><head><title>Sign in</title></head><body><form>Please sign in</form></body></html>\n"
 
 
@@ -177,6 +245,12 @@ def build(work):
             f.write(data)
         origin[name] = {"source": source, "made": made}
         return path
+
+    def put_made(base, data, source, seed, preamble):
+        for kind, made in made_pdfs(data, seed, preamble).items():
+            name = f"{base}--{kind}.pdf"
+            put(name, made.pop("data"), source, made.pop("made"))
+            origin[name].update(made)
 
     def put_packed(name, entries, source, packer, made):
         path = os.path.join(files, name)
@@ -234,10 +308,13 @@ def build(work):
         if index % 12 == 0:
             for kind in ("cut", "flip", "crlf", "junk", "nostartxref"):
                 put(f"pdfjs--{base}--{kind}.pdf", damage(data, kind, index), f"mozilla/pdf.js {path}", f"damaged: {kind}")
+        put_made(f"pdfjs--{base}", data, f"mozilla/pdf.js {path}", index, preamble=index % 12 == 0)
     for root, _, names in os.walk("/usr/share/doc"):
         for name in sorted(names):
             if name.endswith(".pdf"):
-                put(f"debian--{name}", open(os.path.join(root, name), "rb").read(), f"Debian {os.path.join(root, name)}", "as installed")
+                data = open(os.path.join(root, name), "rb").read()
+                put(f"debian--{name}", data, f"Debian {os.path.join(root, name)}", "as installed")
+                put_made(f"debian--{name[:-4]}", data, f"Debian {os.path.join(root, name)}", len(origin), preamble=False)
 
     put("notabook--login.epub", HTML, "made", "an HTML login page")
     put("notabook--login.pdf", b"%PDF-1.4\n" + HTML, "made", "an HTML page after a %PDF- line")
@@ -305,8 +382,18 @@ def run(cmd, timeout=120):
         return 124, "timeout"
 
 
-def pdf_truth(path):
-    head = open(path, "rb").read(1024)
+def pdf_truth(path, made=None):
+    made = made or {}
+    truth, detail = judged_pdf(path, made)
+    if "truth" in made:
+        # Damaged by construction (a download that did not arrive whole); what the judges said is kept.
+        return made["truth"], f"{made['why']}; judges: {truth}{', ' + detail if detail else ''}"
+    return truth, detail
+
+
+def judged_pdf(path, made):
+    # Readers find the header after a preamble (poppler opens one of 1 MiB).
+    head = open(path, "rb").read(1 << 20)
     if b"%PDF-" not in head:
         return "not-a-book", "no %PDF- header"
     with tempfile.TemporaryDirectory() as tmp:
@@ -315,6 +402,13 @@ def pdf_truth(path):
             return "password", "readers ask for a password"
         p, perr = run(["pdftoppm", "-f", "1", "-l", "1", "-r", "20", path, os.path.join(tmp, "p")])
         m, merr = run(["mutool", "draw", "-o", os.path.join(tmp, "m.png"), "-r", "20", path, "1"])
+        # A made cut: its last page too, where what the cut lost shows.
+        last = made.get("pages", 0)
+        if last > 1:
+            p2, perr2 = run(["pdftoppm", "-f", str(last), "-l", str(last), "-r", "20", path, os.path.join(tmp, "p2")])
+            m2, merr2 = run(["mutool", "draw", "-o", os.path.join(tmp, "m2.png"), "-r", "20", path, str(last)])
+            p, perr = (p or p2), perr + perr2
+            m, merr = (m or m2), merr + merr2
     # A reader that draws the page but says a stream it needed would not decode (a font's or an
     # image's deflated data) has hit damage too, though it exits 0: MuPDF "ignoring zlib error",
     # poppler "... in flate stream" or "Embedded font file may be invalid".
@@ -332,10 +426,11 @@ def pdf_truth(path):
 def label(work):
     files = os.path.join(work, "files")
     names = sorted(os.listdir(files))
+    origin = json.load(open(os.path.join(work, "origin.json")))
 
     def one(name):
         path = os.path.join(files, name)
-        truth, detail = (epub_truth if name.endswith(".epub") else pdf_truth)(path)
+        truth, detail = epub_truth(path) if name.endswith(".epub") else pdf_truth(path, origin.get(name))
         return name, {"truth": truth, "detail": detail}
 
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
