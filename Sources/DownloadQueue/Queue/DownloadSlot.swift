@@ -35,8 +35,21 @@ package final class DownloadSlot: Sendable {
         self.state = Mutex(State(retries: retries))
     }
 
+    /// Reads or changes the slot's state under its lock.
+    ///
+    /// Not inlined, on purpose: `Mutex`'s lock keeps the locking thread's id, read from a
+    /// thread-local, and an `async` function may keep that thread-local's address across a
+    /// suspension (a release build did in ``waitForAdmission()``: the address taken before the
+    /// queue's actor gave the slot, the lock taken after it). A task that resumed on another thread
+    /// — any task that prefers an executor with several threads — then wrote the first thread's
+    /// id and failed to unlock. In a function of its own, the address is read where it is used.
+    @inline(never)
+    private func withState<R: Sendable>(_ body: (inout State) -> R) -> R {
+        state.withLock { body(&$0) }
+    }
+
     /// Attempts made so far.
-    public var attempts: Int { state.withLock { $0.retries.attempts } }
+    public var attempts: Int { withState { $0.retries.attempts } }
 
     /// Sends the request — resuming a partial file with `Range`/`If-Range` — and returns once
     /// the response head has arrived, before any byte is written. Failed attempts are retried
@@ -47,7 +60,7 @@ package final class DownloadSlot: Sendable {
     public func open() async throws(DownloadError) -> OpenedDownload {
         while true {
             try await holdSlot()
-            let attempt = state.withLock { state in
+            let attempt = withState { state in
                 state.retries.attemptStarted()
                 return state.retries.attempts
             }
@@ -92,10 +105,10 @@ package final class DownloadSlot: Sendable {
     func waitForAdmission() async {
         do {
             try await queue.waitForSlot(id)
-            state.withLock { $0.slot.admitted() }
+            withState { $0.slot.admitted() }
         } catch {
             // Cancelled while waiting: the slot was never given.
-            state.withLock { $0.slot.notAdmitted() }
+            withState { $0.slot.notAdmitted() }
         }
     }
 
@@ -109,7 +122,7 @@ package final class DownloadSlot: Sendable {
 
     /// Takes the slot again for a retry; the first attempt has it from admission.
     private func holdSlot() async throws(DownloadError) {
-        switch state.withLock({ $0.slot.hold(cancelled: Task.isCancelled) }) {
+        switch withState({ $0.slot.hold(cancelled: Task.isCancelled) }) {
         case .alreadyHeld:
             return
         case .cancelled:
@@ -121,12 +134,12 @@ package final class DownloadSlot: Sendable {
             } catch {
                 throw finish(DownloadError(kind: .cancelled, url: request.url))
             }
-            state.withLock { $0.slot.admitted() }
+            withState { $0.slot.admitted() }
         }
     }
 
     private func giveUpSlot() async {
-        if state.withLock({ $0.slot.giveUp() }) { await queue.releaseSlot() }
+        if withState({ $0.slot.giveUp() }) { await queue.releaseSlot() }
     }
 
     /// After a failed attempt: waits out the retry delay (the slot given up meanwhile) and
@@ -135,9 +148,9 @@ package final class DownloadSlot: Sendable {
         var error = thrown
         let attempts = self.attempts
         error.attempts = attempts
-        var retries = state.withLock { $0.retries }
+        var retries = withState { $0.retries }
         let action = await queue.decide(after: error, for: self, retries: &retries)
-        state.withLock { $0.retries = retries }
+        withState { $0.retries = retries }
         await giveUpSlot()
         guard case .retry(let delay, _) = action else {
             if Task.isCancelled && error.kind != .cancelled {
