@@ -51,6 +51,10 @@ int bookcache_test_lock_byte(int fd, long long offset) {
 #endif
 }
 
+unsigned int bookcache_crc32_combine(unsigned int first, unsigned int second, long long secondLength) {
+    return (unsigned int)crc32_combine64(first, second, (z_off64_t)secondLength);
+}
+
 unsigned int bookcache_crc32(unsigned int crc, const void *bytes, unsigned long long count) {
     const unsigned char *p = bytes;
     while (count > 0) {

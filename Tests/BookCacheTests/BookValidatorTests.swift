@@ -265,6 +265,29 @@ struct BookValidatorTests {
         }
     }
 
+    @Test(
+        "a large stored entry is read in pieces on several cores: whole it passes; a byte changed in its first or its last piece, or at a piece's edge, is a CRC error naming it"
+    )
+    func largeStoredEntryInPieces() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let size = Int(EPUBValidator.splitStoredBytes) + 12_345
+        let video = StoredZIP.noise(count: size, seed: 11)
+        let book = StoredZIP.epub(files: [("OEBPS/video.bin", video), ("OEBPS/after.bin", StoredZIP.noise(count: 4096, seed: 12))])
+        let path = directory.path("big.epub").path
+        try Data(book).write(to: URL(fileURLWithPath: path))
+        #expect(try validator.check(path: path).format == .epub)
+        // Where the entry's bytes start in the archive: after its local header and name.
+        let start = try #require(book.firstRange(of: Array("OEBPS/video.bin".utf8))).upperBound
+        for offset in [0, size / 2 - 1, size / 2, size - 1] {
+            var damaged = book
+            damaged[start + offset] ^= 0x5A
+            try Data(damaged).write(to: URL(fileURLWithPath: path))
+            let failure = #expect(throws: ValidationFailure.self, "byte \(offset)") { try validator.validate(path: path) }
+            #expect(failure?.reason == "the entry 'OEBPS/video.bin' is damaged (CRC error)", "byte \(offset)")
+        }
+    }
+
     @Test("a password-protected PDF is accepted with a warning: its pages cannot be counted without the password")
     func passwordPDF() throws {
         let report = try validator.check(path: Fixtures.books.appendingPathComponent("quirks/password.pdf").path)

@@ -1,3 +1,4 @@
+import CBookCacheShims
 import CLibzip
 import DownloadQueue
 import Foundation
@@ -150,47 +151,142 @@ struct EPUBValidator {
     /// Compressed bytes worth spreading over several cores when entries are read through.
     static let parallelReadMinimumBytes: Int64 = 8 << 20
 
-    /// Reads `entries` through so libzip checks their CRCs. When they are large, they are spread
+    /// A stored entry at least this large is read in pieces on several cores, each piece's CRC
+    /// taken on its own and the pieces' joined (zlib's `crc32_combine`): one large stored entry — a
+    /// video, a scanned book in one file — would otherwise keep a single core busy.
+    static let splitStoredBytes: Int64 = 64 << 20
+
+    /// A part of the read-through: a whole entry, which libzip reads and checks; or a piece of a
+    /// large stored one, whose CRC is taken here.
+    private struct Part {
+        let index: UInt64
+        let entry: Entry
+        /// The piece's bytes within the entry; `nil` for the whole entry.
+        let piece: Range<Int64>?
+        var bytes: Int64 { piece.map { $0.upperBound - $0.lowerBound } ?? entry.compressedSize }
+    }
+
+    /// Reads `entries` through so their CRCs are checked. When they are large, they are spread
     /// over the cores (inflating is the slow part), each lane with its own handle on the archive;
-    /// the damage reported is the first in archive order, as a single pass would find.
+    /// a large stored entry is cut into pieces for several lanes. The damage reported is the
+    /// first in archive order, as a single pass would find.
     private func readThrough(_ entries: [(index: UInt64, entry: Entry)], archive: OpaquePointer, path: String) throws(ValidationFailure) {
         // `archive` serves the single-lane case; lanes open their own.
         let total = entries.reduce(Int64(0)) { $0 + $1.entry.compressedSize }
-        let lanes = min(Lanes.available, 4, entries.count)
+        let lanes = min(Lanes.available, 4, entries.count + (entries.contains { Self.splits($0.entry) } ? Lanes.available : 0))
         guard lanes > 1, total >= Self.parallelReadMinimumBytes else {
             for (index, entry) in entries { _ = try readThrough(archive, index, name: entry.name, keep: false) }
             return
         }
-        // Largest first, each to the lane with the fewest bytes so far; each lane then goes in archive order.
-        var assigned = Array(repeating: [(index: UInt64, entry: Entry)](), count: lanes)
-        var load = Array(repeating: Int64(0), count: lanes)
-        for item in entries.sorted(by: { $0.entry.compressedSize > $1.entry.compressedSize }) {
-            let lane = load.indices.min { load[$0] < load[$1] }!
-            assigned[lane].append(item)
-            load[lane] += item.entry.compressedSize
+        var parts: [Part] = []
+        for (index, entry) in entries {
+            guard Self.splits(entry) else {
+                parts.append(Part(index: index, entry: entry, piece: nil))
+                continue
+            }
+            let size = entry.size
+            let pieces = Int64(lanes)
+            for piece in 0..<pieces {
+                parts.append(Part(index: index, entry: entry, piece: (size * piece / pieces)..<(size * (piece + 1) / pieces)))
+            }
         }
-        let plan = assigned.map { $0.sorted { $0.index < $1.index } }
+        // Largest first, each to the lane with the fewest bytes so far; each lane then goes in archive order.
+        var assigned = Array(repeating: [Int](), count: lanes)
+        var load = Array(repeating: Int64(0), count: lanes)
+        for position in parts.indices.sorted(by: { parts[$0].bytes > parts[$1].bytes }) {
+            let lane = load.indices.min { load[$0] < load[$1] }!
+            assigned[lane].append(position)
+            load[lane] += parts[position].bytes
+        }
+        let plan = assigned.map { $0.sorted() }
         let validator = self
-        // Each lane answers with the first damage it found, if any.
-        let failures = Lanes.map(lanes) { lane -> (index: UInt64, failure: ValidationFailure)? in
+        let allParts = parts
+        // Each lane answers with the first damage it found, if any, and the CRCs of its pieces.
+        let results = Lanes.map(lanes) { lane -> (failure: (index: UInt64, failure: ValidationFailure)?, crcs: [Int: UInt32]) in
             // libzip handles are not shared between threads: each lane opens its own.
             var openError: Int32 = 0
             guard let handle = zip_open(path, ZIP_RDONLY, &openError) else {
-                return (0, ValidationFailure("the archive cannot be opened again (\(Self.describe(code: openError)))"))
+                return ((0, ValidationFailure("the archive cannot be opened again (\(Self.describe(code: openError)))")), [:])
             }
             defer { zip_discard(handle) }
-            for (index, entry) in plan[lane] {
+            var crcs: [Int: UInt32] = [:]
+            for position in plan[lane] {
+                let part = allParts[position]
                 do throws(ValidationFailure) {
-                    _ = try validator.readThrough(handle, index, name: entry.name, keep: false)
+                    if let piece = part.piece {
+                        crcs[position] = try validator.crc(of: piece, in: handle, part.index, name: part.entry.name)
+                    } else {
+                        _ = try validator.readThrough(handle, part.index, name: part.entry.name, keep: false)
+                    }
                 } catch {
-                    return (index, error)
+                    return ((part.index, error), crcs)
                 }
             }
-            return nil
+            return (nil, crcs)
         }
-        if let first = failures.compactMap({ $0 }).min(by: { $0.index < $1.index }) {
+        var failures = results.compactMap(\.failure)
+        // The pieces' CRCs joined in order, against the CRC the archive gives.
+        let crcs = results.reduce(into: [Int: UInt32]()) { $0.merge($1.crcs) { first, _ in first } }
+        var position = 0
+        while position < parts.count {
+            let part = parts[position]
+            guard part.piece != nil else {
+                position += 1
+                continue
+            }
+            var combined: UInt32 = 0
+            var complete = true
+            while position < parts.count, parts[position].index == part.index, let piece = parts[position].piece {
+                if let crc = crcs[position] {
+                    combined = bookcache_crc32_combine(combined, crc, piece.upperBound - piece.lowerBound)
+                } else {
+                    complete = false
+                }
+                position += 1
+            }
+            if complete, combined != part.entry.crc32 {
+                let damage = ValidationFailure("the entry '\(part.entry.name)' is damaged (CRC error)", kind: .damagedEntry)
+                failures.append((part.index, damage))
+            }
+        }
+        if let first = failures.min(by: { $0.index < $1.index }) {
             throw first.failure
         }
+    }
+
+    /// Whether an entry is read in pieces: stored, not encrypted, with a CRC to check, and large.
+    private static func splits(_ entry: Entry) -> Bool {
+        entry.method == ZIP_CM_STORE && !entry.encrypted && entry.crc32 != nil && entry.size == entry.compressedSize
+            && entry.size >= splitStoredBytes
+    }
+
+    /// The CRC-32 of bytes `piece` of a stored entry, read from where the piece starts.
+    private func crc(of piece: Range<Int64>, in archive: OpaquePointer, _ index: UInt64, name: String) throws(ValidationFailure) -> UInt32 {
+        guard let file = zip_fopen_index(archive, index, 0) else {
+            throw ValidationFailure("cannot open the entry '\(name)' (\(Self.describe(archive)))", kind: .damagedEntry)
+        }
+        // What closing says is not the verdict: libzip checks no CRC of a piece read after a seek;
+        // the pieces' CRCs, joined, are checked against the archive's below.
+        defer { zip_fclose(file) }
+        guard zip_fseek(file, piece.lowerBound, SEEK_SET) == 0 else {
+            let message = String(cString: zip_error_strerror(zip_file_get_error(file)))
+            throw ValidationFailure("the entry '\(name)' is damaged (\(message))", kind: .damagedEntry)
+        }
+        let chunk = 1 << 20
+        let buffer = UnsafeMutableRawPointer.allocate(byteCount: chunk, alignment: 16)
+        defer { buffer.deallocate() }
+        var crc: UInt32 = 0
+        var remaining = piece.upperBound - piece.lowerBound
+        while remaining > 0 {
+            let n = zip_fread(file, buffer, zip_uint64_t(min(Int64(chunk), remaining)))
+            guard n > 0 else {
+                let message = n < 0 ? String(cString: zip_error_strerror(zip_file_get_error(file))) : "it ends early"
+                throw ValidationFailure("the entry '\(name)' is damaged (\(message))", kind: .damagedEntry)
+            }
+            crc = bookcache_crc32(crc, buffer, UInt64(n))
+            remaining -= Int64(n)
+        }
+        return crc
     }
 
     private struct Entry {

@@ -19,6 +19,10 @@ int bookcache_test_lock_byte(int fd, long long offset);
 /// zlib's CRC-32 of `count` bytes, continuing from `crc` (0 to start).
 unsigned int bookcache_crc32(unsigned int crc, const void *bytes, unsigned long long count);
 
+/// The CRC-32 of two pieces one after the other, from the CRC of each and the second's length
+/// (zlib's `crc32_combine64`).
+unsigned int bookcache_crc32_combine(unsigned int first, unsigned int second, long long secondLength);
+
 /// Inflates a zlib (FlateDecode) stream, discarding what it decodes: 0 when it ends cleanly with
 /// its checksum right, 1 when its data is wrong (`*message` says how: "invalid distance too far
 /// back", "incorrect data check" for a checksum that does not match…), 2 when it stops before its
