@@ -21,6 +21,8 @@ scripts/apt-install.sh ${need[@]+"${need[@]}"}
 scripts/setup.sh
 swift build -c release --product bookcache --static-swift-stdlib >&2
 bin="$(swift build -c release --static-swift-stdlib --show-bin-path)/bookcache"
+# Only an optimized build shows the compiler hazard this looks for; CI builds for debugging.
+scripts/check-thread-locals.sh "$bin"
 
 work="${BENCH_DIR:-/tmp/bookcache-bench}"
 mkdir -p "$work/books" Benchmarks/results
