@@ -171,24 +171,18 @@ struct EPUBValidator {
     /// a large stored entry is cut into pieces for several lanes. The damage reported is the
     /// first in archive order, as a single pass would find.
     private func readThrough(_ entries: [(index: UInt64, entry: Entry)], archive: OpaquePointer, path: String) throws(ValidationFailure) {
-        // `archive` serves the single-lane case; lanes open their own.
+        let cores = min(Lanes.available, 4)
+        let parts = entries.flatMap { index, entry -> [Part] in
+            guard Self.splits(entry) else { return [Part(index: index, entry: entry, piece: nil)] }
+            let (size, pieces) = (entry.size, Int64(cores))
+            return (0..<pieces).map { Part(index: index, entry: entry, piece: (size * $0 / pieces)..<(size * ($0 + 1) / pieces)) }
+        }
+        let lanes = min(cores, parts.count)
         let total = entries.reduce(Int64(0)) { $0 + $1.entry.compressedSize }
-        let lanes = min(Lanes.available, 4, entries.count + (entries.contains { Self.splits($0.entry) } ? Lanes.available : 0))
+        // `archive` serves the single-lane case; lanes open their own.
         guard lanes > 1, total >= Self.parallelReadMinimumBytes else {
             for (index, entry) in entries { _ = try readThrough(archive, index, name: entry.name, keep: false) }
             return
-        }
-        var parts: [Part] = []
-        for (index, entry) in entries {
-            guard Self.splits(entry) else {
-                parts.append(Part(index: index, entry: entry, piece: nil))
-                continue
-            }
-            let size = entry.size
-            let pieces = Int64(lanes)
-            for piece in 0..<pieces {
-                parts.append(Part(index: index, entry: entry, piece: (size * piece / pieces)..<(size * (piece + 1) / pieces)))
-            }
         }
         // Largest first, each to the lane with the fewest bytes so far; each lane then goes in archive order.
         var assigned = Array(repeating: [Int](), count: lanes)
@@ -200,7 +194,6 @@ struct EPUBValidator {
         }
         let plan = assigned.map { $0.sorted() }
         let validator = self
-        let allParts = parts
         // Each lane answers with the first damage it found, if any, and the CRCs of its pieces.
         let results = Lanes.map(lanes) { lane -> (failure: (index: UInt64, failure: ValidationFailure)?, crcs: [Int: UInt32]) in
             // libzip handles are not shared between threads: each lane opens its own.
@@ -211,10 +204,14 @@ struct EPUBValidator {
             defer { zip_discard(handle) }
             var crcs: [Int: UInt32] = [:]
             for position in plan[lane] {
-                let part = allParts[position]
+                let part = parts[position]
                 do throws(ValidationFailure) {
                     if let piece = part.piece {
-                        crcs[position] = try validator.crc(of: piece, in: handle, part.index, name: part.entry.name)
+                        var crc: UInt32 = 0
+                        try validator.read(handle, part.index, name: part.entry.name, piece: piece) {
+                            crc = bookcache_crc32(crc, $0.baseAddress, UInt64($0.count))
+                        }
+                        crcs[position] = crc
                     } else {
                         _ = try validator.readThrough(handle, part.index, name: part.entry.name, keep: false)
                     }
@@ -225,28 +222,15 @@ struct EPUBValidator {
             return (nil, crcs)
         }
         var failures = results.compactMap(\.failure)
-        // The pieces' CRCs joined in order, against the CRC the archive gives.
+        // A split entry's pieces' CRCs joined in order, against the CRC the archive gives. (A piece
+        // without one sat behind damage its lane found first, which is reported instead.)
         let crcs = results.reduce(into: [Int: UInt32]()) { $0.merge($1.crcs) { first, _ in first } }
-        var position = 0
-        while position < parts.count {
-            let part = parts[position]
-            guard part.piece != nil else {
-                position += 1
-                continue
-            }
-            var combined: UInt32 = 0
-            var complete = true
-            while position < parts.count, parts[position].index == part.index, let piece = parts[position].piece {
-                if let crc = crcs[position] {
-                    combined = bookcache_crc32_combine(combined, crc, piece.upperBound - piece.lowerBound)
-                } else {
-                    complete = false
-                }
-                position += 1
-            }
-            if complete, combined != part.entry.crc32 {
-                let damage = ValidationFailure("the entry '\(part.entry.name)' is damaged (CRC error)", kind: .damagedEntry)
-                failures.append((part.index, damage))
+        let pieces = Dictionary(grouping: parts.indices.filter { parts[$0].piece != nil }) { parts[$0].index }
+        for positions in pieces.values where positions.allSatisfy({ crcs[$0] != nil }) {
+            let (index, entry) = (parts[positions[0]].index, parts[positions[0]].entry)
+            let combined = positions.reduce(UInt32(0)) { bookcache_crc32_combine($0, crcs[$1]!, parts[$1].bytes) }
+            if combined != entry.crc32 {
+                failures.append((index, ValidationFailure("the entry '\(entry.name)' is damaged (CRC error)", kind: .damagedEntry)))
             }
         }
         if let first = failures.min(by: { $0.index < $1.index }) {
@@ -258,35 +242,6 @@ struct EPUBValidator {
     private static func splits(_ entry: Entry) -> Bool {
         entry.method == ZIP_CM_STORE && !entry.encrypted && entry.crc32 != nil && entry.size == entry.compressedSize
             && entry.size >= splitStoredBytes
-    }
-
-    /// The CRC-32 of bytes `piece` of a stored entry, read from where the piece starts.
-    private func crc(of piece: Range<Int64>, in archive: OpaquePointer, _ index: UInt64, name: String) throws(ValidationFailure) -> UInt32 {
-        guard let file = zip_fopen_index(archive, index, 0) else {
-            throw ValidationFailure("cannot open the entry '\(name)' (\(Self.describe(archive)))", kind: .damagedEntry)
-        }
-        // What closing says is not the verdict: libzip checks no CRC of a piece read after a seek;
-        // the pieces' CRCs, joined, are checked against the archive's below.
-        defer { zip_fclose(file) }
-        guard zip_fseek(file, piece.lowerBound, SEEK_SET) == 0 else {
-            let message = String(cString: zip_error_strerror(zip_file_get_error(file)))
-            throw ValidationFailure("the entry '\(name)' is damaged (\(message))", kind: .damagedEntry)
-        }
-        let chunk = 1 << 20
-        let buffer = UnsafeMutableRawPointer.allocate(byteCount: chunk, alignment: 16)
-        defer { buffer.deallocate() }
-        var crc: UInt32 = 0
-        var remaining = piece.upperBound - piece.lowerBound
-        while remaining > 0 {
-            let n = zip_fread(file, buffer, zip_uint64_t(min(Int64(chunk), remaining)))
-            guard n > 0 else {
-                let message = n < 0 ? String(cString: zip_error_strerror(zip_file_get_error(file))) : "it ends early"
-                throw ValidationFailure("the entry '\(name)' is damaged (\(message))", kind: .damagedEntry)
-            }
-            crc = bookcache_crc32(crc, buffer, UInt64(n))
-            remaining -= Int64(n)
-        }
-        return crc
     }
 
     private struct Entry {
@@ -378,30 +333,45 @@ struct EPUBValidator {
 
     /// Reads an entry to its end so libzip checks its CRC; keeps the bytes only when asked.
     private func readThrough(_ archive: OpaquePointer, _ index: UInt64, name: String, keep: Bool) throws(ValidationFailure) -> [UInt8] {
+        var kept: [UInt8] = []
+        try read(archive, index, name: name) { if keep { kept.append(contentsOf: $0) } }
+        return kept
+    }
+
+    /// Reads entry `index`, handing `body` each chunk: whole, libzip checking its CRC when it is
+    /// closed; or only the bytes `piece` of a stored entry, where libzip checks no CRC (it cannot
+    /// after a seek) and the caller takes it.
+    private func read(
+        _ archive: OpaquePointer, _ index: UInt64, name: String, piece: Range<Int64>? = nil, _ body: (UnsafeRawBufferPointer) -> Void
+    ) throws(ValidationFailure) {
         guard let file = zip_fopen_index(archive, index, 0) else {
             throw ValidationFailure("cannot open the entry '\(name)' (\(Self.describe(archive)))", kind: .damagedEntry)
         }
-        var kept: [UInt8] = []
+        func damaged(_ message: String) -> ValidationFailure {
+            zip_fclose(file)
+            return ValidationFailure("the entry '\(name)' is damaged (\(message))", kind: .damagedEntry)
+        }
+        if let piece, zip_fseek(file, piece.lowerBound, SEEK_SET) != 0 {
+            throw damaged(String(cString: zip_error_strerror(zip_file_get_error(file))))
+        }
         let chunk = 64 * 1024
         let buffer = UnsafeMutableRawPointer.allocate(byteCount: chunk, alignment: 16)
         defer { buffer.deallocate() }
-        while true {
-            let n = zip_fread(file, buffer, zip_uint64_t(chunk))
-            if n < 0 {
-                let message = String(cString: zip_error_strerror(zip_file_get_error(file)))
-                zip_fclose(file)
-                throw ValidationFailure("the entry '\(name)' is damaged (\(message))", kind: .damagedEntry)
+        var remaining = piece.map { $0.upperBound - $0.lowerBound } ?? .max
+        while remaining > 0 {
+            let n = zip_fread(file, buffer, zip_uint64_t(min(Int64(chunk), remaining)))
+            if n < 0 { throw damaged(String(cString: zip_error_strerror(zip_file_get_error(file)))) }
+            if n == 0 {
+                if piece != nil { throw damaged("it ends early") }
+                break
             }
-            if n == 0 { break }
-            if keep {
-                kept.append(contentsOf: UnsafeRawBufferPointer(start: buffer, count: Int(n)))
-            }
+            body(UnsafeRawBufferPointer(start: buffer, count: Int(n)))
+            remaining -= Int64(n)
         }
         let closeResult = zip_fclose(file)
-        if closeResult != 0 {
+        if piece == nil, closeResult != 0 {
             throw ValidationFailure("the entry '\(name)' is damaged (\(Self.describe(code: closeResult)))", kind: .damagedEntry)
         }
-        return kept
     }
 
     private static func describe(_ archive: OpaquePointer) -> String {
