@@ -168,7 +168,8 @@ def damage(data, kind, seed):
 
 
 def qpdf_write(data, *options):
-    """`data` rewritten by qpdf with `options`, or None when qpdf cannot."""
+    """`data` rewritten by qpdf with `options`, and the page count qpdf gives the result; None
+    when qpdf cannot rewrite it."""
     with tempfile.TemporaryDirectory() as tmp:
         src, out = os.path.join(tmp, "in.pdf"), os.path.join(tmp, "out.pdf")
         with open(src, "wb") as f:
