@@ -290,7 +290,7 @@ public struct BookCacheError: Error, Sendable, CustomStringConvertible {
         error.bookID = id?.description
         error.neededBytes = needed
         do {
-            error.availableBytes = try FileSystem.availableBytes(at: URL(fileURLWithPath: path))
+            error.availableBytes = try FileSystem.availableBytes(at: URL(filePath: path, directoryHint: .notDirectory))
         } catch {
             // The free space cannot be read either; the message stands without the figure.
         }

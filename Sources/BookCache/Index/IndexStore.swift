@@ -226,9 +226,9 @@ final class IndexStore: Sendable {
         let stamp = Int(Date().timeIntervalSince1970)
         var moved: [String] = []
         for suffix in ["", "-wal", "-shm"] {
-            let file = URL(fileURLWithPath: layout.databaseFile.path + suffix)
+            let file = URL(filePath: layout.databaseFile.path + suffix, directoryHint: .notDirectory)
             guard FileManager.default.fileExists(atPath: file.path) else { continue }
-            let aside = URL(fileURLWithPath: layout.databaseFile.path + ".corrupt-\(stamp)" + suffix)
+            let aside = URL(filePath: layout.databaseFile.path + ".corrupt-\(stamp)" + suffix, directoryHint: .notDirectory)
             do {
                 try FileSystem.moveAtomically(from: file, to: aside)
                 moved.append(aside.path)

@@ -103,7 +103,7 @@ struct LegacyJSONIndex {
         let stamp = Int(Date().timeIntervalSince1970)
         var moved: [String] = []
         for file in [layout.legacyIndexFile, layout.legacyJournalFile] where FileManager.default.fileExists(atPath: file.path) {
-            let aside = URL(fileURLWithPath: file.path + ".corrupt-\(stamp)")
+            let aside = URL(filePath: file.path + ".corrupt-\(stamp)", directoryHint: .notDirectory)
             try FileSystem.moveAtomically(from: file, to: aside)
             moved.append(aside.path)
         }

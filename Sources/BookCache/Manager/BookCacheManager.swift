@@ -511,7 +511,7 @@ public actor BookCacheManager {
                 continue
             }
             for name in names {
-                let url = folder.appendingPathComponent(name)
+                let url = folder.appending(path: name, directoryHint: .notDirectory)
                 if FileSystem.isStaleTemporary(name) {
                     logger.info("removing a temporary file left by a process that died", metadata: ["path": "\(url.path)"])
                     do {

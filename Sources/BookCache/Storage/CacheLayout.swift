@@ -35,30 +35,30 @@ public struct CacheLayout: Sendable, Hashable {
     }
 
     /// The index: an SQLite database (with its `-wal` and `-shm` files beside it).
-    public var databaseFile: URL { root.appendingPathComponent("index.sqlite") }
+    public var databaseFile: URL { root.appending(path: "index.sqlite", directoryHint: .notDirectory) }
     /// The folder for downloads in progress.
-    public var partialFolder: URL { root.appendingPathComponent("partial", isDirectory: true) }
+    public var partialFolder: URL { root.appending(path: "partial", directoryHint: .isDirectory) }
     /// The settings (`config.json`).
-    var settingsFile: URL { root.appendingPathComponent("config.json") }
+    var settingsFile: URL { root.appending(path: "config.json", directoryHint: .notDirectory) }
     /// The last successful sync of each source (`sync.json`).
-    var syncStateFile: URL { root.appendingPathComponent("sync.json") }
+    var syncStateFile: URL { root.appending(path: "sync.json", directoryHint: .notDirectory) }
     /// The lock file guarding settings and sync-state updates (named for the previous version's
     /// index, which it guarded first; an import takes it too).
-    var settingsLockFile: URL { root.appendingPathComponent("metadata.lock") }
+    var settingsLockFile: URL { root.appending(path: "metadata.lock", directoryHint: .notDirectory) }
     /// The previous version's index snapshot, imported once.
-    var legacyIndexFile: URL { root.appendingPathComponent("metadata.json") }
+    var legacyIndexFile: URL { root.appending(path: "metadata.json", directoryHint: .notDirectory) }
     /// The previous version's index journal, imported with the snapshot.
-    var legacyJournalFile: URL { root.appendingPathComponent("metadata.journal") }
+    var legacyJournalFile: URL { root.appending(path: "metadata.journal", directoryHint: .notDirectory) }
     /// Where a running `bookcache serve` says it listens.
-    package var serviceInfoFile: URL { root.appendingPathComponent("service.json") }
+    package var serviceInfoFile: URL { root.appending(path: "service.json", directoryHint: .notDirectory) }
     /// The API token of `bookcache serve`.
-    package var serviceTokenFile: URL { root.appendingPathComponent("service.token") }
+    package var serviceTokenFile: URL { root.appending(path: "service.token", directoryHint: .notDirectory) }
     /// The OPDS catalogue's reader login (a salted hash of its password).
-    package var readerPasswordFile: URL { root.appendingPathComponent("opds-password.json") }
+    package var readerPasswordFile: URL { root.appending(path: "opds-password.json", directoryHint: .notDirectory) }
 
     /// A cover's partial file while it downloads.
     func partialCoverFile(for id: BookID) -> URL {
-        partialFolder.appendingPathComponent("\(id).cover.part")
+        partialFolder.appending(path: "\(id).cover.part", directoryHint: .notDirectory)
     }
 
     /// A cover's path relative to the root, such as `ebooks/123.cover.jpg`.
@@ -68,7 +68,7 @@ public struct CacheLayout: Sendable, Hashable {
 
     /// The folder for a type of book.
     public func folder(for type: BookType) -> URL {
-        root.appendingPathComponent(type.folderName, isDirectory: true)
+        root.appending(path: type.folderName, directoryHint: .isDirectory)
     }
 
     /// The book's path relative to the root, such as `ebooks/123.epub`.
@@ -96,23 +96,23 @@ public struct CacheLayout: Sendable, Hashable {
 
     /// The absolute URL of a path relative to the root.
     public func url(forRelativePath path: String) -> URL {
-        root.appendingPathComponent(path)
+        root.appending(path: path, directoryHint: .notDirectory)
     }
 
     /// The partial file of a download of `id`; stable, so a later process can resume it.
     /// Its resume record is beside it (`.part.resume`).
     public func partialFile(for id: BookID) -> URL {
-        partialFolder.appendingPathComponent("\(id).part")
+        partialFolder.appending(path: "\(id).part", directoryHint: .notDirectory)
     }
 
     /// The file whose bytes are the per-book locks on Linux (see ``BookLock``).
     var bookLocksFile: URL {
-        root.appendingPathComponent("books.lock")
+        root.appending(path: "books.lock", directoryHint: .notDirectory)
     }
 
     /// The per-book lock file, on platforms without open file description locks (see ``BookLock``).
     func bookLockFile(for id: BookID) -> URL {
-        partialFolder.appendingPathComponent("\(id).lock")
+        partialFolder.appending(path: "\(id).lock", directoryHint: .notDirectory)
     }
 
     /// Resolves the cache root: an explicit directory, else `$BOOKCACHE_DIR`, else
@@ -131,14 +131,15 @@ public struct CacheLayout: Sendable, Hashable {
         #if canImport(Darwin)
             let caches =
                 FileManager.default.urls(for: .cachesDirectory, in: .userDomainMask).first
-                ?? URL(fileURLWithPath: NSHomeDirectory()).appendingPathComponent("Library/Caches")
-            return caches.appendingPathComponent("BookCache", isDirectory: true)
+                ?? URL(filePath: NSHomeDirectory(), directoryHint: .isDirectory).appending(
+                    path: "Library/Caches", directoryHint: .isDirectory)
+            return caches.appending(path: "BookCache", directoryHint: .isDirectory)
         #else
             if let xdg = environment["XDG_CACHE_HOME"], xdg.hasPrefix("/") {
-                return URL(fileURLWithPath: xdg, isDirectory: true).appendingPathComponent("BookCache", isDirectory: true)
+                return URL(fileURLWithPath: xdg, isDirectory: true).appending(path: "BookCache", directoryHint: .isDirectory)
             }
             let home = environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? NSHomeDirectory()
-            return URL(fileURLWithPath: home, isDirectory: true).appendingPathComponent(".cache/BookCache", isDirectory: true)
+            return URL(fileURLWithPath: home, isDirectory: true).appending(path: ".cache/BookCache", directoryHint: .isDirectory)
         #endif
     }
 

@@ -52,7 +52,7 @@ package enum FileSystem {
                 guard fsync(fd) == 0 else { throw CallError(operation: "fsync", path: temp, code: errno) }
             }
         }
-        try rename(from: URL(fileURLWithPath: temp), to: url)
+        try rename(from: URL(filePath: temp, directoryHint: .notDirectory), to: url)
         ok = true
         if durable { syncDirectory(folder) }
     }

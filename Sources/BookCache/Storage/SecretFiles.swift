@@ -17,14 +17,14 @@ enum SecretFiles {
     static func restrict(in layout: CacheLayout) {
         guard FileSystem.restrictToOwner(layout.databaseFile) else { return }
         for suffix in ["-wal", "-shm"] {
-            let file = URL(fileURLWithPath: layout.databaseFile.path + suffix)
+            let file = URL(filePath: layout.databaseFile.path + suffix, directoryHint: .notDirectory)
             if FileManager.default.fileExists(atPath: file.path) { FileSystem.restrictToOwner(file) }
         }
         let folders = [layout.root, layout.partialFolder] + BookType.allCases.map(layout.folder(for:))
         for folder in folders {
             guard let names = try? FileManager.default.contentsOfDirectory(atPath: folder.path) else { continue }
             for name in names where isSecretBearing(name) {
-                FileSystem.restrictToOwner(folder.appendingPathComponent(name))
+                FileSystem.restrictToOwner(folder.appending(path: name, directoryHint: .notDirectory))
             }
         }
     }

@@ -21,7 +21,7 @@ struct ResumeRecord: Codable, Equatable {
     func save(for destination: String) throws {
         let data = try JSONEncoder().encode(self)
         // Owner only (0600), as everything beside a download that names its URL.
-        try data.write(to: URL(fileURLWithPath: Self.path(for: destination)), options: .atomic)
+        try data.write(to: URL(filePath: Self.path(for: destination), directoryHint: .notDirectory), options: .atomic)
         try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: Self.path(for: destination))
     }
 
