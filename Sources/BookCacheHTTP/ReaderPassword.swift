@@ -1,5 +1,6 @@
 import BookCache
 import CBookCacheShims
+import DownloadQueue
 import Foundation
 
 #if canImport(Glibc)
@@ -46,7 +47,7 @@ package struct ReaderPassword: Codable, Sendable, Hashable {
         algorithm = Self.algorithmName
         iterations = Self.defaultIterations
         let saltBytes = ServiceAccess.randomBytes(16)
-        salt = Self.hex(saltBytes)
+        salt = FileDownloader.hex(saltBytes)
         hash = try Self.derive(password, salt: saltBytes, iterations: Self.defaultIterations)
     }
 
@@ -122,18 +123,7 @@ package struct ReaderPassword: Codable, Sendable, Hashable {
         guard bookcache_pbkdf2_sha256(bytes, UInt64(bytes.count), salt, UInt64(salt.count), iterations, &key, 32) == 1 else {
             throw ServiceSetupError("PBKDF2 failed in OpenSSL")
         }
-        return hex(key)
-    }
-
-    static func hex(_ bytes: [UInt8]) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var text: [UInt8] = []
-        text.reserveCapacity(bytes.count * 2)
-        for byte in bytes {
-            text.append(digits[Int(byte >> 4)])
-            text.append(digits[Int(byte & 0xF)])
-        }
-        return String(decoding: text, as: UTF8.self)
+        return FileDownloader.hex(key)
     }
 
     static func bytes(hex: String) -> [UInt8]? {

@@ -1,4 +1,5 @@
 import BookCache
+import DownloadQueue
 import Foundation
 import Hummingbird
 import Synchronization
@@ -169,7 +170,7 @@ public final class ServiceAccess: Sendable {
 
     /// ``randomBytes(_:)`` as lowercase hexadecimal.
     static func randomHex(bytes: Int) -> String {
-        ReaderPassword.hex(randomBytes(bytes))
+        FileDownloader.hex(randomBytes(bytes))
     }
 
     /// Whether `a` and `b` are the same bytes, in a time that does not depend on where they differ.
