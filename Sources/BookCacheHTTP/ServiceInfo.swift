@@ -1,4 +1,5 @@
 import BookCache
+import DownloadQueue
 import Foundation
 
 /// `CACHE/service.json`: where a running `bookcache serve` listens, so `bookcache queue …` can

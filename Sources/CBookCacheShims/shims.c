@@ -89,6 +89,16 @@ int bookcache_sha256_finish(void *context, unsigned char *digest) {
     return ok == 1 && length == 32;
 }
 
+void *bookcache_sha256_copy(void *context) {
+    EVP_MD_CTX *copy = EVP_MD_CTX_new();
+    if (copy == NULL) return NULL;
+    if (EVP_MD_CTX_copy_ex(copy, (const EVP_MD_CTX *)context) != 1) {
+        EVP_MD_CTX_free(copy);
+        return NULL;
+    }
+    return copy;
+}
+
 void bookcache_sha256_free(void *context) {
     EVP_MD_CTX_free((EVP_MD_CTX *)context);
 }

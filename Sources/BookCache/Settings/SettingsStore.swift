@@ -1,3 +1,4 @@
+import DownloadQueue
 import Foundation
 
 /// Reads and writes `config.json` beside the index, atomically and under the index lock.

@@ -1,4 +1,5 @@
 import CBookCacheShims
+import DownloadQueue
 import Foundation
 
 #if canImport(Glibc)

@@ -1,3 +1,4 @@
+import DownloadQueue
 import Foundation
 
 /// When each source last synced successfully (`sync.json` beside the index).

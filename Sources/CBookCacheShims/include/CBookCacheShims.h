@@ -39,6 +39,10 @@ int bookcache_sha256_update(void *context, const void *bytes, unsigned long long
 /// Writes the 32-byte digest to `digest` and frees the context. Returns 1, or 0 on failure.
 int bookcache_sha256_finish(void *context, unsigned char *digest);
 
+/// A copy of a running SHA-256, to finish on its own (the digest of the bytes so far) while the
+/// original goes on. Returns NULL when out of memory.
+void *bookcache_sha256_copy(void *context);
+
 /// Frees a context that is not finished.
 void bookcache_sha256_free(void *context);
 

@@ -11,16 +11,24 @@ import Logging
 /// Streams one HTTP response body into a file, hashing it with SHA-256 on the way, and resumes
 /// an interrupted one.
 ///
-/// One call is one attempt: no retries. With `resume` on, a partial file and the validator kept
-/// beside it (`FILE.resume`) let the next attempt send `Range: bytes=N-` with `If-Range`:
+/// One call is one attempt: no retries. With `resume` on, a partial file and the record kept
+/// beside it (`FILE.resume`, a ``ResumeRecord``) let the next attempt send `Range: bytes=N-` with
+/// `If-Range`, where N is the length the record vouches for: the bytes synced before it was
+/// written. The partial file is cut back to N and those bytes are hashed and checked against the
+/// record before the request is sent; a partial that disagrees (torn by a power cut, changed, a
+/// link) is dropped and the file is requested whole. Then:
 /// - `206` whose `Content-Range` starts at N: the body is appended, and the SHA-256 covers the
-///   whole file (the prefix is re-hashed from disk).
+///   whole file.
 /// - `200` (the server ignored the range, or the validator changed): the file starts over.
 /// - `416`: the partial is dropped and the file is requested whole.
 /// - a `206` for another range: the partial is dropped and the attempt fails as retryable.
 ///
-/// When an attempt fails, the partial is kept if it can be resumed (retryable failure or
-/// cancellation, with a validator); otherwise it is removed.
+/// While the body arrives, the partial file is synced and the record rewritten now and then
+/// (after 1 MiB, then each time the file has doubled, at most every 64 MiB, while at least 1 MiB
+/// is still to come), so a power cut costs at most that much of a large book and a small book pays
+/// no sync for it; when an attempt fails, the partial is synced and its record
+/// written if it can be resumed (retryable failure or cancellation, with a validator); otherwise
+/// it is removed. The partial file is never opened through a link.
 package struct FileDownloader: Sendable {
     /// The transport that sends requests.
     public let transport: any HTTPTransport
@@ -84,15 +92,24 @@ package struct FileDownloader: Sendable {
             throw DownloadError(kind: .invalidURL, url: url, detail: "only absolute http and https URLs can be downloaded")
         }
         let given = extraHeaders.map { (name: $0.name, value: $0.value) }
-        // Whether the partial file can be resumed is read from the disk, off the cooperative pool.
-        let partial: (size: Int64, validator: String)? = await BlockingWork.run {
-            if resume, let record = ResumeRecord.load(for: destination), record.url == url.absoluteString,
-                let size = Self.fileSize(destination), size > 0
-            {
-                return (size, record.validator)
+        // Whether the partial file can be resumed is read from the disk, off the cooperative pool:
+        // the bytes its record vouches for, checked against the record's hash.
+        let logger = self.logger
+        let partial: (size: Int64, validator: String, hasher: HashBox)? = await BlockingWork.run {
+            guard resume, let record = ResumeRecord.load(for: destination), record.url == url.absoluteString else {
+                Self.discard(destination)
+                return nil
             }
-            Self.discard(destination)
-            return nil
+            switch Self.checkPartial(destination, against: record) {
+            case .success(let hasher):
+                return (record.length, record.validator, hasher)
+            case .failure(let problem):
+                logger.notice(
+                    "the partial file does not match its resume record; starting over",
+                    metadata: ["path": "\(destination)", "problem": "\(problem.reason)"])
+                Self.discard(destination)
+                return nil
+            }
         }
         var offset = partial?.size ?? 0
         var headers = given
@@ -150,7 +167,8 @@ package struct FileDownloader: Sendable {
             head: ResponseHead(
                 statusCode: response.statusCode, expectedLength: expectedTotal, remainingLength: expectedBody,
                 contentType: response.header("Content-Type")),
-            response: response, requestedURL: url, destination: destination, offset: offset, maxBytes: maxBytes, resume: resume)
+            response: response, requestedURL: url, destination: destination, offset: offset,
+            prefix: offset > 0 ? partial?.hasher : nil, maxBytes: maxBytes, resume: resume)
     }
 
     /// Streams an open response's body into its file, hashing it on the way, and makes the file
@@ -179,19 +197,20 @@ package struct FileDownloader: Sendable {
         let validator = ResumeRecord.validator(etag: etag, lastModified: lastModified)
         let resumable = opened.resume && validator != nil
         var received = offset
-        let hasher = HashBox()
-        // The resume record is written once a meaningful amount has arrived (or when an attempt
-        // fails), not for every small book: one file fewer to create per download.
+        // The hash of the prefix was taken when it was checked, in `open`.
+        let hasher = opened.prefix ?? HashBox()
+        // A record exists when this attempt resumed from one or saved one.
         var recordSaved = offset > 0
-        let record = validator.map { ResumeRecord(url: opened.requestedURL.absoluteString, validator: $0, totalLength: expectedTotal) }
+        var nextCheckpoint = Self.checkpoint(after: offset)
+        let record = validator.map {
+            ResumeRecord(url: opened.requestedURL.absoluteString, validator: $0, totalLength: expectedTotal, length: 0, sha256: "")
+        }
         let file: OutputFile
         do {
             file = try await BlockingWork.run { () throws(DownloadError) -> OutputFile in
                 do {
-                    let file = try OutputFile(path: destination, url: finalURL, append: offset > 0)
                     // At offset 0, `open` has already removed any earlier partial and its record.
-                    if offset > 0 { try Self.hashPrefix(of: destination, length: offset, into: hasher, url: finalURL) }
-                    return file
+                    return try OutputFile(path: destination, url: finalURL, append: offset > 0)
                 } catch {
                     Self.discard(destination)
                     throw DownloadError.classifying(error, url: finalURL)
@@ -221,17 +240,26 @@ package struct FileDownloader: Sendable {
                     let full = batch
                     batch.removeAll(keepingCapacity: true)
                     batchBytes = 0
-                    let saveRecord = resumable && !recordSaved && received - offset >= Self.recordAfterBytes ? record : nil
+                    // Once the batch is written the file holds every byte received.
+                    // Not near the end: a book that will be whole in another megabyte is not worth a sync.
+                    let worthIt = received >= nextCheckpoint && (expectedTotal.map { $0 - received >= Self.recordAfterBytes } ?? true)
+                    let checkpoint = resumable && worthIt ? record : nil
+                    let written = received
                     do {
                         try await BlockingWork.run {
                             try Self.hashAndWrite(full, hasher: hasher, file: file)
-                            try saveRecord?.save(for: destination)
+                            try checkpoint.map {
+                                try Self.saveCheckpoint($0, length: written, hasher: hasher, file: file, for: destination)
+                            }
                         }
                     } catch {
                         writeFailed = true
                         throw error
                     }
-                    if saveRecord != nil { recordSaved = true }
+                    if checkpoint != nil {
+                        recordSaved = true
+                        nextCheckpoint = Self.checkpoint(after: written)
+                    }
                 }
                 onProgress(DownloadProgress(receivedBytes: received, totalBytes: expectedTotal))
             }
@@ -243,7 +271,6 @@ package struct FileDownloader: Sendable {
             }
             let last = batch
             batch.removeAll()
-            // A record is there only if this attempt resumed from one or saved one.
             let recordExists = recordSaved
             do {
                 try await BlockingWork.run {
@@ -258,23 +285,23 @@ package struct FileDownloader: Sendable {
         } catch {
             response.body.cancel()
             var failure = DownloadError.classifying(error, url: finalURL)
-            // What already arrived is kept on disk, so a resume starts after it.
+            // What already arrived is synced and vouched for by the record, so a resume starts after it.
             let rest = batch
             let keepable = resumable && !writeFailed && (failure.isRetryable || failure.kind == .cancelled) && failure.kind != .bodyTooLong
-            let alreadySaved = recordSaved
+            let (alreadySaved, length) = (recordSaved, received)
             let kept = await BlockingWork.run { () -> Bool in
                 let flushed = (try? Self.hashAndWrite(rest, hasher: hasher, file: file)) != nil
-                file.close()
-                var saved = alreadySaved
-                if keepable && flushed && !saved, let record {
+                var saved = false
+                if keepable && flushed, let record {
                     do {
-                        try record.save(for: destination)
+                        try Self.saveCheckpoint(record, length: length, hasher: hasher, file: file, for: destination)
                         saved = true
                     } catch {
-                        // Without its record the partial cannot be resumed; it is removed below.
+                        // An earlier record, if any, still vouches for what it names.
                     }
                 }
-                let keep = keepable && flushed && saved
+                file.close()
+                let keep = keepable && flushed && (saved || alreadySaved)
                 if !keep { Self.discard(destination) }
                 return keep
             }
@@ -311,6 +338,24 @@ package struct FileDownloader: Sendable {
     static let batchBytes = 1 << 20
     /// Bytes that must arrive before a resume record is written.
     static let recordAfterBytes: Int64 = 1 << 20
+    /// The most bytes received between two checkpoints of a large download.
+    static let checkpointGap: Int64 = 64 << 20
+
+    /// Where the next checkpoint falls once `synced` bytes are vouched for: after 1 MiB, then at
+    /// twice the length, at most 64 MiB further — a few syncs for a large book, none for a small one.
+    static func checkpoint(after synced: Int64) -> Int64 {
+        max(recordAfterBytes, min(synced * 2, synced + checkpointGap))
+    }
+
+    /// Syncs the partial file, then writes the record naming its first `length` bytes (all it
+    /// holds now) and their hash: the order that lets a power cut lose only what no record names.
+    static func saveCheckpoint(_ template: ResumeRecord, length: Int64, hasher: HashBox, file: OutputFile, for destination: String) throws {
+        try file.sync()
+        var record = template
+        record.length = length
+        record.sha256 = hasher.value.digestSoFar()
+        try record.save(for: destination)
+    }
 
     /// Hashes and writes a batch of buffers. (Hashing on one core while writing on another
     /// gained nothing measurable in a 7-round A/B on the libcurl transport, so it went.)
@@ -335,25 +380,47 @@ package struct FileDownloader: Sendable {
         return Int64(info.st_size)
     }
 
-    private static func hashPrefix(of path: String, length: Int64, into hasher: HashBox, url: URL) throws {
-        let fd = systemOpen(path, O_RDONLY | O_CLOEXEC, 0)
-        guard fd >= 0 else { throw DownloadError(kind: .fileSystem, url: url, errnoCode: errno, detail: "reading \(path)") }
+    /// Why a partial file cannot be resumed.
+    struct PartialProblem: Error {
+        let reason: String
+    }
+
+    /// Checks a partial file against its record: a regular file of this user's (not a link),
+    /// at least as long as the record says, whose first ``ResumeRecord/length`` bytes have the
+    /// record's hash. It is cut back to that length (what follows was never vouched for).
+    /// - Returns: The hash of the kept bytes, to go on with.
+    static func checkPartial(_ path: String, against record: ResumeRecord) -> Result<HashBox, PartialProblem> {
+        let fd = systemOpen(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0)
+        guard fd >= 0 else { return .failure(PartialProblem(reason: "cannot open it: \(String(cString: strerror(errno)))")) }
         defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, info.st_uid == geteuid() else {
+            return .failure(PartialProblem(reason: "it is not a regular file of this user's"))
+        }
+        guard Int64(info.st_size) >= record.length else {
+            return .failure(PartialProblem(reason: "it holds \(info.st_size) bytes, fewer than the \(record.length) its record names"))
+        }
+        let hasher = HashBox()
         let chunk = 1 << 20
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 16)
         defer { buffer.deallocate() }
-        var remaining = length
+        var remaining = record.length
         while remaining > 0 {
             let n = read(fd, buffer.baseAddress, Int(min(Int64(chunk), remaining)))
             if n < 0 && errno == EINTR { continue }
             guard n > 0 else {
-                throw DownloadError(
-                    kind: .fileSystem, url: url, errnoCode: n < 0 ? errno : EIO, detail: "the partial file \(path) is shorter than expected"
-                )
+                return .failure(PartialProblem(reason: "reading it failed: \(String(cString: strerror(n < 0 ? errno : EIO)))"))
             }
             hasher.update(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
             remaining -= Int64(n)
         }
+        guard hasher.value.digestSoFar() == record.sha256 else {
+            return .failure(PartialProblem(reason: "its first \(record.length) bytes are not the ones its record vouches for"))
+        }
+        guard ftruncate(fd, off_t(record.length)) == 0 else {
+            return .failure(PartialProblem(reason: "cannot cut it back to \(record.length) bytes: \(String(cString: strerror(errno)))"))
+        }
+        return .success(hasher)
     }
 
     /// Lowercase hexadecimal of a digest, as checksums are written.
@@ -390,6 +457,8 @@ package struct OpenedDownload: Sendable {
     let requestedURL: URL
     let destination: String
     let offset: Int64
+    /// The hash of the first `offset` bytes, taken when the partial file was checked.
+    let prefix: HashBox?
     let maxBytes: Int64
     let resume: Bool
 

@@ -25,7 +25,10 @@ final class OutputFile: @unchecked Sendable {
     init(path: String, url: URL, append: Bool) throws {
         self.path = path
         self.url = url
-        let flags = O_WRONLY | O_CREAT | O_CLOEXEC | (append ? O_APPEND : O_TRUNC)
+        // Never through a link: appending opens only the file itself; a new file replaces whatever
+        // had the name (a link included, which unlink removes, not its target) and is made anew.
+        if !append { unlink(path) }
+        let flags = O_WRONLY | O_NOFOLLOW | O_CLOEXEC | (append ? O_APPEND : O_CREAT | O_EXCL)
         let fd = open(path, flags, 0o644)
         guard fd >= 0 else {
             let code = errno
@@ -58,12 +61,17 @@ final class OutputFile: @unchecked Sendable {
         }
     }
 
-    func syncAndClose() throws {
+    /// Makes everything written so far durable (`fsync`).
+    func sync() throws {
         if fsync(fd) != 0 {
             let code = errno
             throw DownloadError(
                 kind: .fileSystem, url: url, errnoCode: code, detail: "flushing \(path): \(String(cString: strerror(code)))")
         }
+    }
+
+    func syncAndClose() throws {
+        try sync()
         let result = systemClose(fd)
         fd = -1
         if result != 0 {

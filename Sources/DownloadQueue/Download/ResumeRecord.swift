@@ -1,7 +1,14 @@
 import Foundation
 
 /// What is kept beside a partial file so a later attempt, in this process or another, can ask
-/// for the rest with `Range` and `If-Range`: the URL and the server's validator.
+/// for the rest with `Range` and `If-Range`: the URL, the server's validator, and how many bytes of
+/// the partial file were synced to the disk before the record was written, with their SHA-256.
+///
+/// A resume trusts those bytes and no more: after a power cut, bytes written after the last sync
+/// may be lost or torn (read back as zeros, or a later piece kept while an earlier one was lost),
+/// so the partial file is cut back to ``length`` and its hash checked before anything is appended;
+/// when it disagrees, the download starts over. The record itself is written whole or not at all
+/// (a temporary file, `fsync`, `rename`, `fsync` of the folder).
 struct ResumeRecord: Codable, Equatable {
     /// The URL the partial came from.
     var url: String
@@ -9,20 +16,27 @@ struct ResumeRecord: Codable, Equatable {
     var validator: String
     /// The full size the server announced, if it did.
     var totalLength: Int64?
+    /// Bytes at the start of the partial file that were synced before this record was written.
+    var length: Int64
+    /// The SHA-256 of those bytes, as 64 lowercase hex digits.
+    var sha256: String
 
     /// Where the record for a partial file lives.
     static func path(for destination: String) -> String { destination + ".resume" }
 
+    /// The record beside a partial file, or `nil` when there is none, it does not decode (a record
+    /// of an earlier version, without a length), or it is not a file of this user's (a link).
     static func load(for destination: String) -> ResumeRecord? {
-        guard let data = FileManager.default.contents(atPath: path(for: destination)) else { return nil }
-        return try? JSONDecoder().decode(ResumeRecord.self, from: data)
+        guard let data = FileSystem.readOwnFile(atPath: path(for: destination), maxBytes: 64 << 10) else { return nil }
+        guard let record = try? JSONDecoder().decode(ResumeRecord.self, from: data), record.length > 0 else { return nil }
+        return record
     }
 
+    /// Writes the record durably (owner only, 0600, as everything beside a download that names its
+    /// URL). Call it only once ``length`` bytes of the partial file are synced.
     func save(for destination: String) throws {
         let data = try JSONEncoder().encode(self)
-        // Owner only (0600), as everything beside a download that names its URL.
-        try data.write(to: URL(filePath: Self.path(for: destination), directoryHint: .notDirectory), options: .atomic)
-        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: Self.path(for: destination))
+        try FileSystem.writeAtomically(data, to: URL(filePath: Self.path(for: destination), directoryHint: .notDirectory))
     }
 
     static func remove(for destination: String) {

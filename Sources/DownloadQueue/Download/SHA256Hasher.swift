@@ -39,6 +39,15 @@ package final class SHA256Hasher: @unchecked Sendable {
         return FileDownloader.hex(digest)
     }
 
+    /// The digest of the bytes added so far, as 64 lowercase hex digits; the hasher goes on.
+    public func digestSoFar() -> String {
+        guard let context else { preconditionFailure("a finished SHA-256 was asked for its digest") }
+        guard let copy = bookcache_sha256_copy(context) else { fatalError("OpenSSL could not copy a SHA-256 (out of memory)") }
+        var digest = [UInt8](repeating: 0, count: 32)
+        guard bookcache_sha256_finish(copy, &digest) == 1 else { fatalError("OpenSSL's SHA-256 could not finish") }
+        return FileDownloader.hex(digest)
+    }
+
     /// The SHA-256 of `data` as 64 lowercase hex digits.
     public static func hex(of data: Data) -> String {
         let hasher = SHA256Hasher()

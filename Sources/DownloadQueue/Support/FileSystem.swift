@@ -9,27 +9,40 @@ import Foundation
 /// Small POSIX helpers that keep `errno`, used for durable, atomic file updates.
 package enum FileSystem {
     /// A failed system call, with its `errno`.
-    struct CallError: Error, CustomStringConvertible {
-        let operation: String
-        let path: String
-        let code: Int32
-        var description: String { "\(operation) \(path): \(String(cString: strerror(code)))" }
+    package struct CallError: Error, CustomStringConvertible {
+        package let operation: String
+        package let path: String
+        package let code: Int32
+        package init(operation: String, path: String, code: Int32) {
+            self.operation = operation
+            self.path = path
+            self.code = code
+        }
+        package var description: String { "\(operation) \(path): \(String(cString: strerror(code)))" }
     }
 
     /// Writes `data` to `url` atomically: a temporary file (in `temporaryFolder`, else beside the
     /// target; it must be on the same filesystem), `fsync`, `rename`, then `fsync` of the folder.
-    /// Readers see the old file or the new one, never a mix. The temporary name carries the pid,
-    /// so one left by a killed process can be recognised (``isStaleTemporary(_:)``).
+    /// Readers see the old file or the new one, never a mix, and after a power cut the name leads
+    /// to a whole file: its content is synced before the rename makes it visible. The temporary
+    /// name carries the pid, so one left by a killed process can be recognised
+    /// (``isStaleTemporary(_:)``).
     ///
-    /// With `durable` off, neither the file nor the folder is `fsync`ed: for files whose loss in a
-    /// power cut costs nothing (a sidecar whose folder is synced by the book's own rename right
-    /// after; a rebuild skips a torn sidecar).
-    package static func writeAtomically(_ data: Data, to url: URL, temporaryFolder: URL? = nil, durable: Bool = true) throws {
+    /// - Parameters:
+    ///   - durable: Off, neither the file nor the folder is synced: for files whose loss in a power
+    ///     cut costs nothing (where a running service listens). A name may then survive a cut
+    ///     with its content lost: an empty file.
+    ///   - syncFolder: Off, the content is synced but not the folder, for a caller that syncs the
+    ///     folder once for many files (a group of books) or for which the old version is as good
+    ///     after a cut (a sidecar rewritten after a pin: either whole version is right).
+    package static func writeAtomically(
+        _ data: Data, to url: URL, temporaryFolder: URL? = nil, durable: Bool = true, syncFolder: Bool = true
+    ) throws {
         let folder = url.deletingLastPathComponent().path
         let tempFolder = temporaryFolder?.path ?? folder
         let temp = tempFolder + "/.\(url.lastPathComponent).\(getpid()).\(UUID().uuidString.prefix(8)).tmp"
         // 0600: sidecars, settings and the like may hold a URL's login or a header's value.
-        let fd = open(temp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        let fd = open(temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw CallError(operation: "create", path: temp, code: errno) }
         var ok = false
         defer {
@@ -54,12 +67,61 @@ package enum FileSystem {
         }
         try rename(from: URL(filePath: temp, directoryHint: .notDirectory), to: url)
         ok = true
-        if durable { syncDirectory(folder) }
+        if durable && syncFolder { syncDirectory(folder) }
+    }
+
+    /// Reads a small file the cache wrote itself (a resume record, a sidecar) without following
+    /// a link, and only if it is a regular file of this user's of at most `maxBytes`: a file
+    /// planted in its place, or grown past what the cache writes, reads as absent.
+    /// - Returns: The bytes, or `nil` when there is no such file or it is not one to trust.
+    package static func readOwnFile(atPath path: String, maxBytes: Int) -> Data? {
+        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, info.st_uid == geteuid(), info.st_size <= maxBytes else {
+            return nil
+        }
+        var data = Data(count: Int(info.st_size))
+        let count = data.withUnsafeMutableBytes { buffer -> Int in
+            var offset = 0
+            while offset < buffer.count {
+                let n = read(fd, buffer.baseAddress! + offset, buffer.count - offset)
+                if n < 0 && errno == EINTR { continue }
+                if n <= 0 { break }
+                offset += n
+            }
+            return offset
+        }
+        return count == data.count ? data : nil
+    }
+
+    /// Why a folder of the cache cannot be trusted, or `nil` when it can: it must be a folder (not a
+    /// link to one, unless `followLink`), owned by this user, and writable by nobody else — as ssh
+    /// refuses a `~/.ssh` others can write. A folder another user made first (a shared `/tmp/books`)
+    /// or can write lets them plant links and files the cache would follow; a missing one is fine.
+    package static func untrustedFolderReason(_ path: String, followLink: Bool) -> String? {
+        var info = stat()
+        let found = followLink ? stat(path, &info) : lstat(path, &info)
+        guard found == 0 else { return errno == ENOENT ? nil : "it cannot be read (\(String(cString: strerror(errno))))" }
+        switch info.st_mode & S_IFMT {
+        case S_IFDIR: break
+        case S_IFLNK: return "it is a symbolic link, not a folder"
+        default: return "it is not a folder"
+        }
+        if info.st_uid != geteuid() {
+            return "it belongs to another user (uid \(info.st_uid)), who could plant links in it; use a folder of your own"
+        }
+        if info.st_mode & 0o022 != 0 {
+            return
+                "others can write to it (mode \(String(info.st_mode & 0o7777, radix: 8))) and could plant links in it; run chmod go-w on it"
+        }
+        return nil
     }
 
     /// Whether `name` is a temporary file of ``writeAtomically(_:to:temporaryFolder:)`` whose
     /// writer is no longer running.
-    static func isStaleTemporary(_ name: String) -> Bool {
+    package static func isStaleTemporary(_ name: String) -> Bool {
         guard name.hasPrefix("."), name.hasSuffix(".tmp") else { return false }
         let parts = name.split(separator: ".")
         guard parts.count >= 4, let pid = Int32(parts[parts.count - 3]) else { return false }
@@ -67,20 +129,20 @@ package enum FileSystem {
     }
 
     /// Whether a process with this id exists.
-    static func processIsAlive(_ pid: Int32) -> Bool {
+    package static func processIsAlive(_ pid: Int32) -> Bool {
         guard pid > 0 else { return false }
         return kill(pid, 0) == 0 || errno == EPERM
     }
 
     /// Renames within one filesystem, then makes the rename durable.
-    static func moveAtomically(from source: URL, to destination: URL) throws {
+    package static func moveAtomically(from source: URL, to destination: URL) throws {
         try rename(from: source, to: destination)
         syncDirectory(destination.deletingLastPathComponent().path)
     }
 
     /// Renames within one filesystem; the rename is durable once its folder is synced
     /// (``syncDirectory(_:)``).
-    static func rename(from source: URL, to destination: URL) throws {
+    package static func rename(from source: URL, to destination: URL) throws {
         #if canImport(Glibc)
             let renamed = Glibc.rename(source.path, destination.path)
         #else
@@ -93,7 +155,7 @@ package enum FileSystem {
 
     /// `fsync` of a directory so a rename in it survives power loss. Best effort: some
     /// filesystems refuse it, and the rename itself has already happened.
-    static func syncDirectory(_ path: String) {
+    package static func syncDirectory(_ path: String) {
         let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard fd >= 0 else { return }
         _ = fsync(fd)
@@ -119,7 +181,7 @@ package enum FileSystem {
     /// does not exist; `true` when an existing file was readable by others before. Best effort:
     /// a file that cannot be changed (a read-only filesystem) is left as it is.
     @discardableResult
-    static func restrictToOwner(_ url: URL) -> Bool {
+    package static func restrictToOwner(_ url: URL) -> Bool {
         var info = stat()
         guard stat(url.path, &info) == 0 else {
             let fd = open(url.path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
@@ -131,26 +193,26 @@ package enum FileSystem {
     }
 
     /// Removes a file; a file that is already gone is not an error.
-    static func removeFile(_ url: URL) throws {
+    package static func removeFile(_ url: URL) throws {
         if unlink(url.path) != 0 && errno != ENOENT {
             throw CallError(operation: "remove", path: url.path, code: errno)
         }
     }
 
     /// The size of a regular file, or `nil` when there is none.
-    static func fileSize(_ url: URL) -> Int64? {
+    package static func fileSize(_ url: URL) -> Int64? {
         fileSize(atPath: url.path)
     }
 
     /// The size of a regular file, or `nil` when there is none at `path`.
-    static func fileSize(atPath path: String) -> Int64? {
+    package static func fileSize(atPath path: String) -> Int64? {
         var info = stat()
         guard stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return nil }
         return Int64(info.st_size)
     }
 
     /// Bytes available to an unprivileged user on the filesystem holding `url`.
-    static func availableBytes(at url: URL) throws -> Int64 {
+    package static func availableBytes(at url: URL) throws -> Int64 {
         var info = statvfs()
         guard statvfs(url.path, &info) == 0 else { throw CallError(operation: "statvfs", path: url.path, code: errno) }
         let (product, overflow) = Int64(info.f_bavail).multipliedReportingOverflow(by: Int64(info.f_frsize))
