@@ -3,8 +3,8 @@
 file, ebooks/book0.epub, is real (copied from SOURCE); the others exist only in the index, which
 is all `list` reads. With --sidecars, every book also gets its sidecar and its file (a hard link
 to the one real file, so a million books take a million inodes, not a million copies): a cache a
-rebuild from sidecars can be measured on. With --covers, every third book has a cover (one small
-PNG, ebooks/cover.png, shared).
+rebuild from sidecars can be measured on. With --covers, every third book has a cover where the
+layout puts it (ebooks/bookN.cover.png: hard links to one small PNG).
 
     python3 Benchmarks/make-index.py CACHE COUNT SOURCE [--sidecars] [--covers]
 """
@@ -50,11 +50,17 @@ for i in range(count):
         "checksum": digest, "format": "epub", "etag": f'"e{i}"', "pinned": False, "outdated": False,
     }
     if covers and i % 3 == 0:
-        books[key]["coverPath"] = "ebooks/cover.png"
+        books[key]["coverPath"] = f"ebooks/book{i}.cover.png"
 shutil.copyfile(source, os.path.join(cache, "ebooks", "book0.epub"))
 if covers:
-    with open(os.path.join(cache, "ebooks", "cover.png"), "wb") as handle:
+    # A record's cover path is the layout's (bookcache ignores any other); one PNG, linked under each name.
+    with open(os.path.join(cache, "ebooks", "book0.cover.png"), "wb") as handle:
         handle.write(png(60, 90, (70, 110, 160)))
+    for i in range(3, count, 3):
+        if i % 60000 == 0:
+            shutil.copyfile(os.path.join(cache, "ebooks", "book0.cover.png"), os.path.join(cache, "ebooks", f"book{i}.cover.png"))
+        else:
+            os.link(os.path.join(cache, "ebooks", f"book{(i // 60000) * 60000}.cover.png"), os.path.join(cache, "ebooks", f"book{i}.cover.png"))
 if sidecars:
     first = os.path.join(cache, "ebooks", "book0.epub")
     for i, (key, record) in enumerate(books.items()):

@@ -19,7 +19,8 @@ public final class SmallFilesystem: Sendable {
     public init(bytes: Int, inodes: Int? = nil) throws {
         url = FileManager.default.temporaryDirectory.appendingPathComponent("bookcache-tmpfs-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
-        let options = "size=\(bytes)" + (inodes.map { ",nr_inodes=\($0)" } ?? "")
+        // mode=0700: a tmpfs root is 1777 by default, and the cache refuses a folder others can write.
+        let options = "size=\(bytes),mode=0700" + (inodes.map { ",nr_inodes=\($0)" } ?? "")
         try Self.run("/bin/mount", ["-t", "tmpfs", "-o", options, "tmpfs", url.path])
     }
 

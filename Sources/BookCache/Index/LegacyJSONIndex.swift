@@ -1,3 +1,4 @@
+import DownloadQueue
 import Foundation
 import Logging
 
@@ -87,7 +88,11 @@ struct LegacyJSONIndex {
                 }
             }
         }
-        return books.values.sorted { $0.id < $1.id }
+        // Its paths are not trusted: the layout makes them.
+        return books.values.map { record in
+            guard let id = try? record.bookID else { return record }
+            return CacheLayout.confined(record, id: id).record
+        }.sorted { $0.id < $1.id }
     }
 
     /// Renames the imported files to `*.imported`, so they are not imported again.

@@ -70,8 +70,8 @@ struct SidecarScanner {
             guard let data = FileManager.default.contents(atPath: sidecar) else {
                 throw FileSystem.CallError(operation: "read", path: sidecar, code: errno)
             }
-            record = try MetadataCoding.decoder().decode(CachedBookMetadata.self, from: data)
-            _ = try record.bookID
+            let decoded = try MetadataCoding.decoder().decode(CachedBookMetadata.self, from: data)
+            record = CacheLayout.confined(decoded, id: try decoded.bookID).record
         } catch {
             logger.warning("skipping an unreadable sidecar", metadata: ["sidecar": "\(sidecar)", "error": "\(error)"])
             return nil

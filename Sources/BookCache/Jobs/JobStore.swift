@@ -41,6 +41,9 @@ final class JobStore {
         } catch {
             throw .cacheDirectoryUnusable(layout.root.path, "cannot create it (\(error))")
         }
+        if let problem = layout.untrustedFolderProblem() {
+            throw .cacheDirectoryUnusable(layout.root.path, problem)
+        }
         do {
             SecretFiles.restrict(in: layout)
             database = try SQLiteDatabase(path: layout.databaseFile.path)

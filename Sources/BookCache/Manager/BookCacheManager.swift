@@ -45,6 +45,8 @@ public actor BookCacheManager {
     let logger: Logger
     private var inFlight: [BookID: InFlight] = [:]
     private var swept = false
+    /// Whether the cache's folders were found to be this user's alone (they stay so: only their owner can change them).
+    private var foldersTrusted = false
     private var backgroundWork: [UUID: Task<Void, Never>] = [:]
 
     private struct InFlight {
@@ -472,12 +474,19 @@ public actor BookCacheManager {
         return record
     }
 
-    /// Fails when the root exists but is not a directory. A missing root is fine for reading.
+    /// Fails when the root exists but is not a directory, or when it or a folder in it is not
+    /// this user's alone (``CacheLayout/untrustedFolderProblem()``). A missing root is fine for reading.
     private func checkRootIsUsable() throws(BookCacheError) {
         var isDirectory: ObjCBool = false
         if FileManager.default.fileExists(atPath: layout.root.path, isDirectory: &isDirectory), !isDirectory.boolValue {
             throw .cacheDirectoryUnusable(layout.root.path, "it is a file, not a directory")
         }
+        // Checked until it passes with the folders there: only their owner can change them after.
+        guard !foldersTrusted else { return }
+        if let problem = layout.untrustedFolderProblem() {
+            throw .cacheDirectoryUnusable(layout.root.path, problem)
+        }
+        foldersTrusted = BookType.allCases.allSatisfy { FileManager.default.fileExists(atPath: layout.folder(for: $0).path) }
     }
 
     /// Creates the cache's folders if needed, for anything that writes.

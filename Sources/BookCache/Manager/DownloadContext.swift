@@ -50,35 +50,8 @@ struct DownloadContext: Sendable {
                     return BookDownloadResult(
                         metadata: record, fileURL: layout.url(forRelativePath: record.localPath), wasAlreadyCached: true)
                 }
-                let opened: OpenedDownload
-                do {
-                    opened = try await slot.open()
-                } catch {
-                    throw Self.translate(error, id: id, root: layout.root.path, loginGiven: request.credentials != nil)
-                }
-                // Room on the disk for what is still to come; a book the budget could never hold
-                // is refused here. The budget evicts only at publishing.
-                if let length = opened.head.remainingLength ?? opened.head.expectedLength ?? request.expectedSize {
-                    let evictor = self.evictor
-                    do throws(BookCacheError) {
-                        evictedForSpace = try await BlockingWork.run { () throws(BookCacheError) in
-                            try evictor.admit(length, for: id, limits: limits)
-                        }
-                    } catch {
-                        opened.cancel()
-                        throw error
-                    }
-                }
-                let file: DownloadedFile
-                do {
-                    file = try await slot.receive(opened)
-                } catch {
-                    throw Self.translate(error, id: id, root: layout.root.path, loginGiven: request.credentials != nil)
-                }
-                let context = self
-                events.yield(.validating(id))
-                let entry = try await BlockingWork.run { (isCancelled) throws(BookCacheError) in
-                    try context.validate(file, of: request, from: partial, limits: limits, strict: strict, isCancelled: isCancelled)
+                let (file, entry) = try await receiveAndValidate(request, slot: slot, partial: partial, limits: limits, strict: strict) {
+                    evictedForSpace += $0
                 }
                 // Published with the other books ready now, in one index transaction.
                 switch await publisher.publish(entry) {
@@ -105,6 +78,57 @@ struct DownloadContext: Sendable {
             failure.displayLocale = configuration.locale
             events.yield(.failed(id, failure))
             throw failure
+        }
+    }
+
+    /// Opens the response, makes room for it, receives the body and validates the file. A book
+    /// that resumed a partial file and is then refused is fetched once more from the start before
+    /// it is called damaged: the fault may be the partial's (bytes an earlier version of the file
+    /// left, however carefully they were checked), not the URL's.
+    private func receiveAndValidate(
+        _ request: BookDownloadRequest, slot: DownloadSlot, partial: URL, limits: Evictor.Limits, strict: Bool,
+        evicted: ([EvictedBook]) -> Void
+    ) async throws(BookCacheError) -> (DownloadedFile, GroupPublisher.Entry) {
+        let id = request.id
+        var fromStart = false
+        while true {
+            let opened: OpenedDownload
+            do {
+                opened = try await slot.open()
+            } catch {
+                throw Self.translate(error, id: id, root: layout.root.path, loginGiven: request.credentials != nil)
+            }
+            // Room on the disk for what is still to come; a book the budget could never hold
+            // is refused here. The budget evicts only at publishing.
+            if let length = opened.head.remainingLength ?? opened.head.expectedLength ?? request.expectedSize {
+                let evictor = self.evictor
+                do throws(BookCacheError) {
+                    evicted(try await BlockingWork.run { () throws(BookCacheError) in try evictor.admit(length, for: id, limits: limits) })
+                } catch {
+                    opened.cancel()
+                    throw error
+                }
+            }
+            let file: DownloadedFile
+            do {
+                file = try await slot.receive(opened)
+            } catch {
+                throw Self.translate(error, id: id, root: layout.root.path, loginGiven: request.credentials != nil)
+            }
+            let context = self
+            events.yield(.validating(id))
+            do {
+                let entry = try await BlockingWork.run { (isCancelled) throws(BookCacheError) in
+                    try context.validate(file, of: request, from: partial, limits: limits, strict: strict, isCancelled: isCancelled)
+                }
+                return (file, entry)
+            } catch  where file.resumedFrom > 0 && !fromStart && [.fileCorrupted, .checksumMismatch].contains(error.kind) {
+                // The refused partial is gone (validate removes it): the next attempt starts at byte 0.
+                logger.notice(
+                    "a resumed download was refused; fetching it once more from the start",
+                    metadata: ["id": "\(id)", "resumedFrom": "\(file.resumedFrom)", "reason": "\(error.message)"])
+                fromStart = true
+            }
         }
     }
 

@@ -1,3 +1,4 @@
+import DownloadQueue
 import Foundation
 
 /// Where everything lives under a cache root: every path of the cache is made here.
@@ -73,6 +74,10 @@ public struct CacheLayout: Sendable, Hashable {
 
     /// The book's path relative to the root, such as `ebooks/123.epub`.
     public func relativePath(for id: BookID, format: BookFormat) -> String {
+        Self.bookPath(for: id, format: format)
+    }
+
+    private static func bookPath(for id: BookID, format: BookFormat) -> String {
         "\(id.type.folderName)/\(id.bookId).\(format.fileExtension)"
     }
 
@@ -81,14 +86,52 @@ public struct CacheLayout: Sendable, Hashable {
         "\(id.type.folderName)/\(id.bookId)\(Self.sidecarSuffix)"
     }
 
-    /// Writes `record` to its book's sidecar, atomically. The temporary file goes in `partial/`, so
-    /// a crash never leaves one in a type folder. Not `fsync`ed: the sidecar is the index's backup,
-    /// and the index (whose journal is synced) holds the same record.
+    /// Writes `record` to its book's sidecar, atomically and whole: its content is synced before
+    /// the rename, so after a power cut the sidecar is the old record or the new one, never an
+    /// empty file, and an index rebuilt from sidecars keeps every book reported cached. The
+    /// temporary file goes in `partial/`, so a crash never leaves one in a type folder. The folder
+    /// is not synced here: a new book's folder is synced once for its group before the index
+    /// records it; a rewritten sidecar is right in either version.
     func writeSidecar(_ record: CachedBookMetadata) throws {
         let id = try record.bookID
         let data = try MetadataCoding.encoder(pretty: true).encode(record)
         try FileSystem.writeAtomically(
-            data, to: url(forRelativePath: relativeSidecarPath(for: id)), temporaryFolder: partialFolder, durable: false)
+            data, to: url(forRelativePath: relativeSidecarPath(for: id)), temporaryFolder: partialFolder, syncFolder: false)
+    }
+
+    /// A record read back from the disk — the index, a sidecar, the previous version's index —
+    /// with its paths confined to the cache: the book's file is where the layout puts a book of
+    /// its id and format, whatever path the record names (`../notes.txt` from a hand-edited or
+    /// damaged index never leads out of the cache), and a cover path that is not the layout's
+    /// is dropped. Every path a record gives is made here.
+    /// - Returns: The record, its paths the layout's, and whether it named others.
+    static func confined(_ record: CachedBookMetadata, id: BookID) -> (record: CachedBookMetadata, changed: Bool) {
+        var confined = record
+        confined.localPath = bookPath(for: id, format: record.format)
+        if let cover = record.coverPath {
+            let prefix = "\(id.type.folderName)/\(id.bookId).cover."
+            let ext = cover.utf8.dropFirst(prefix.utf8.count)
+            let isLayouts =
+                cover.hasPrefix(prefix) && (1...5).contains(ext.count)
+                && ext.allSatisfy { (UInt8(ascii: "a")...UInt8(ascii: "z")).contains($0) }
+            if !isLayouts { confined.coverPath = nil }
+        }
+        return (confined, confined.localPath != record.localPath || confined.coverPath != record.coverPath)
+    }
+
+    /// Why the cache's folders cannot be trusted, or `nil` when they can: the root (a link to a
+    /// folder is followed) and, where they exist, `partial/` and the type folders (never links)
+    /// must be folders of this user's that nobody else can write — another user who could write
+    /// there could plant a link where a download or a sidecar goes. A root that does not exist yet is
+    /// fine.
+    package func untrustedFolderProblem() -> String? {
+        if let reason = FileSystem.untrustedFolderReason(root.path, followLink: true) { return reason }
+        for folder in [partialFolder] + BookType.allCases.map(folder(for:)) {
+            if let reason = FileSystem.untrustedFolderReason(folder.path, followLink: false) {
+                return "its folder \(folder.lastPathComponent)/ cannot be trusted: \(reason)"
+            }
+        }
+        return nil
     }
 
     /// The suffix that marks a sidecar file.

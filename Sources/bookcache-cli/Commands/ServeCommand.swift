@@ -1,6 +1,7 @@
 import ArgumentParser
 import BookCache
 import BookCacheHTTP
+import DownloadQueue
 import Foundation
 import Logging
 
@@ -177,6 +178,10 @@ struct ServeCommand: AsyncParsableCommand {
             try FileSystem.createDirectory(root)
         } catch {
             Terminal.writeError("error: cannot create the cache directory \(root.path) (\(error)); choose another with --cache-dir")
+            throw ExitCode(73)
+        }
+        if let problem = CacheLayout(root: root).untrustedFolderProblem() {
+            Terminal.writeError("error: the cache directory \(root.path) cannot be used: \(problem); choose another with --cache-dir")
             throw ExitCode(73)
         }
         do {

@@ -418,7 +418,8 @@ final class SQLiteIndex {
         record.authors = try decodeList(row.text(17), "authors")
         record.warnings = try decodeList(row.text(18), "warnings")
         record.language = row.text(19)
-        return record
+        // The stored paths are not trusted: the layout makes them.
+        return CacheLayout.confined(record, id: id).record
     }
 
     private static func encodeList(_ list: [String]) -> String? {
