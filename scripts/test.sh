@@ -46,6 +46,10 @@ if ! command -v tmux >/dev/null 2>&1; then
   echo "installing tmux for the live display test" >&2
   scripts/apt-install.sh tmux || echo "warning: tmux could not be installed; the live display test will be skipped" >&2
 fi
+if ! /usr/bin/python3 -c 'import fusepy' >/dev/null 2>&1 || ! command -v fusermount >/dev/null 2>&1; then
+  echo "installing python3-fusepy and fuse for the power-loss harness (scripts/powercut)" >&2
+  scripts/apt-install.sh python3-fusepy fuse || echo "warning: python3-fusepy could not be installed; the power-loss harness will be skipped" >&2
+fi
 # Parsers that are not ours for the OPDS catalogue of bookcache serve: feedparser (OPDS 1.2, Atom)
 # and jsonschema with the OPDS 2.0 and Readium schemas in Fixtures/opds-schemas, in a venv of their own.
 if ! .build/test-python/bin/python3 -c 'import feedparser, jsonschema' >/dev/null 2>&1; then
@@ -85,6 +89,13 @@ fi
 # The README's first command must work too (it broke once unnoticed): run the demo, quietly.
 # And the DocC documentation must build without warnings (broken links).
 if [ $# -eq 0 ]; then
+  # Power cuts under real runs (scripts/powercut/run.py): a FUSE file system that loses or tears
+  # unsynced writes; needs root and /dev/fuse, and says why when it cannot run.
+  if [ "$(id -u)" -eq 0 ] && [ -c /dev/fuse ] && /usr/bin/python3 -c 'import fusepy' >/dev/null 2>&1; then
+    /usr/bin/python3 scripts/powercut/run.py .build/debug/bookcache .build/debug/bookcache-fixture-server --cuts "${BOOKCACHE_POWERCUTS:-4}"
+  else
+    echo "warning: the power-loss harness needs root, /dev/fuse and python3-fusepy; skipped" >&2
+  fi
   scripts/check-docs.sh
   python3 scripts/check-strings.py
   scripts/demo.sh >/dev/null 2>&1 || { echo "error: scripts/demo.sh failed; run it to see why" >&2; exit 1; }
