@@ -17,7 +17,8 @@ import Foundation
 /// ROOT/ebooks/123.cover.jpg    its cover
 /// ROOT/magazines/…             the same for magazines
 /// ROOT/partial/ID.part         a download in progress (same filesystem, so the final rename is atomic)
-/// ROOT/partial/ID.part.resume  its URL and validator, for resuming with Range/If-Range
+/// ROOT/partial/ID.part.resume  its URL, validator, and the length and SHA-256 of the bytes synced before it
+///                              was written: what a resume with Range/If-Range may keep
 /// ROOT/partial/ID.cover.part   a cover in progress
 /// ROOT/partial/ID.lock         held while fetching, on platforms without open file description locks
 /// ROOT/metadata.json(.imported), metadata.journal   the previous version's index, imported once
