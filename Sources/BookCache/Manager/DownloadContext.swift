@@ -65,7 +65,11 @@ struct DownloadContext: Sendable {
                         metadata: stored, fileURL: layout.url(forRelativePath: stored.localPath), wasAlreadyCached: false,
                         evicted: evicted)
                 case .failure(let error):
-                    await BlockingWork.run { FileDownloader.discard(partial.path) }
+                    await BlockingWork.run {
+                        FileDownloader.discard(partial.path)
+                        // Gone already when the publisher placed it before the group failed.
+                        if let sidecar = entry.sidecar { unlink(sidecar.path) }
+                    }
                     throw error
                 }
             }
@@ -225,8 +229,20 @@ struct DownloadContext: Sendable {
         record.authors = request.authors
         record.language = request.language ?? validation.language
         record.warnings = validation.warnings
+        // As a new book is published (the publisher keeps what a replaced one had).
+        record.pinned = request.pin
+        record.syncSources = request.syncSource.map { [$0] } ?? []
+        let sidecar: URL
+        do {
+            sidecar = try layout.prepareSidecar(record)
+        } catch let error as FileSystem.CallError where error.code == ENOSPC || error.code == EDQUOT {
+            throw .diskFull(id, path: layout.root.path, needed: file.byteCount)
+        } catch {
+            throw .cacheDirectoryUnusable(layout.root.path, "cannot write the sidecar of \(id) (\(error))")
+        }
         handedOn = true
-        return GroupPublisher.Entry(record: record, partial: partial, pin: request.pin, syncSource: request.syncSource, limits: limits)
+        return GroupPublisher.Entry(
+            record: record, partial: partial, sidecar: sidecar, pin: request.pin, syncSource: request.syncSource, limits: limits)
     }
 
     /// Maps queue and transport errors to the cache's error.

@@ -19,6 +19,8 @@ final class GroupPublisher: Sendable {
     struct Entry: Sendable {
         var record: CachedBookMetadata
         var partial: URL
+        /// The record's sidecar, written and synced ahead (``CacheLayout/prepareSidecar(_:)``).
+        var sidecar: URL?
         var pin: Bool
         var syncSource: String?
         var limits: Evictor.Limits
@@ -141,8 +143,15 @@ final class GroupPublisher: Sendable {
             record.syncSources.append(syncSource)
         }
         do {
-            // Made durable by the folder's sync after the group's renames.
-            try layout.writeSidecar(record)
+            // Whole on the disk before its name is (the content was synced); the name is made durable
+            // by the folder's sync after the group's renames. The sidecar written ahead serves when
+            // nothing changed the record since (a new book: always).
+            if let prepared = entry.sidecar, record == entry.record {
+                try layout.placeSidecar(prepared, for: id)
+            } else {
+                if let prepared = entry.sidecar { try FileSystem.removeFile(prepared) }
+                try layout.writeSidecar(record)
+            }
             try FileSystem.rename(from: entry.partial, to: destination)
             folders.insert(destination.deletingLastPathComponent().path)
             // A book that changed format leaves its old file behind; remove it.

@@ -135,6 +135,23 @@ public struct CacheLayout: Sendable, Hashable {
         return nil
     }
 
+    /// A book's sidecar written ahead, while its download still holds its place: its content synced
+    /// in a temporary file in `partial/`, for ``placeSidecar(_:for:)`` to rename when the book is
+    /// published. The sync then runs beside the other downloads' instead of in the publisher's
+    /// group, where each book's would wait for the one before (2,000 small books: 16% slower).
+    /// - Returns: The temporary file.
+    func prepareSidecar(_ record: CachedBookMetadata) throws -> URL {
+        let id = try record.bookID
+        let data = try MetadataCoding.encoder(pretty: true).encode(record)
+        return try FileSystem.writeTemporary(data, for: url(forRelativePath: relativeSidecarPath(for: id)), in: partialFolder)
+    }
+
+    /// Renames a sidecar written by ``prepareSidecar(_:)`` into place; its folder's sync makes the
+    /// name durable.
+    func placeSidecar(_ prepared: URL, for id: BookID) throws {
+        try FileSystem.rename(from: prepared, to: url(forRelativePath: relativeSidecarPath(for: id)))
+    }
+
     /// The suffix that marks a sidecar file.
     public static let sidecarSuffix = ".meta.json"
 

@@ -38,8 +38,22 @@ package enum FileSystem {
     package static func writeAtomically(
         _ data: Data, to url: URL, temporaryFolder: URL? = nil, durable: Bool = true, syncFolder: Bool = true
     ) throws {
-        let folder = url.deletingLastPathComponent().path
-        let tempFolder = temporaryFolder?.path ?? folder
+        let temp = try writeTemporary(data, for: url, in: temporaryFolder, durable: durable)
+        do {
+            try rename(from: temp, to: url)
+        } catch {
+            unlink(temp.path)
+            throw error
+        }
+        if durable && syncFolder { syncDirectory(url.deletingLastPathComponent().path) }
+    }
+
+    /// The first half of ``writeAtomically(_:to:temporaryFolder:durable:syncFolder:)``: `data` in a
+    /// new temporary file for `url` (in `folder`, else beside it), synced when `durable`; the caller
+    /// renames it into place, or removes it.
+    /// - Returns: The temporary file.
+    package static func writeTemporary(_ data: Data, for url: URL, in folder: URL? = nil, durable: Bool = true) throws -> URL {
+        let tempFolder = folder?.path ?? url.deletingLastPathComponent().path
         let temp = tempFolder + "/.\(url.lastPathComponent).\(getpid()).\(UUID().uuidString.prefix(8)).tmp"
         // 0600: sidecars, settings and the like may hold a URL's login or a header's value.
         let fd = open(temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
@@ -48,26 +62,23 @@ package enum FileSystem {
         defer {
             if !ok { unlink(temp) }
         }
-        do {
-            defer { close(fd) }
-            try data.withUnsafeBytes { bytes in
-                var offset = 0
-                while offset < bytes.count {
-                    let n = write(fd, bytes.baseAddress! + offset, bytes.count - offset)
-                    if n < 0 {
-                        if errno == EINTR { continue }
-                        throw CallError(operation: "write", path: temp, code: errno)
-                    }
-                    offset += n
+        defer { close(fd) }
+        try data.withUnsafeBytes { bytes in
+            var offset = 0
+            while offset < bytes.count {
+                let n = write(fd, bytes.baseAddress! + offset, bytes.count - offset)
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    throw CallError(operation: "write", path: temp, code: errno)
                 }
-            }
-            if durable {
-                guard fsync(fd) == 0 else { throw CallError(operation: "fsync", path: temp, code: errno) }
+                offset += n
             }
         }
-        try rename(from: URL(filePath: temp, directoryHint: .notDirectory), to: url)
+        if durable {
+            guard fsync(fd) == 0 else { throw CallError(operation: "fsync", path: temp, code: errno) }
+        }
         ok = true
-        if durable && syncFolder { syncDirectory(folder) }
+        return URL(filePath: temp, directoryHint: .notDirectory)
     }
 
     /// Reads a small file the cache wrote itself (a resume record, a sidecar) without following
