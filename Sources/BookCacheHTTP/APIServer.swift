@@ -116,7 +116,7 @@ public struct APIServer: Sendable {
         let bodyTimeout = options.bodyTimeout
 
         // The only routes open without the token or a session: the page (which holds no data
-        // until it is logged in) and the login link.
+        // until it is logged in), the login link and the proof that this is the token's holder.
 
         router.get("/") { request, _ in
             // In the browser's language; the answer varies with it.
@@ -147,6 +147,16 @@ public struct APIServer: Sendable {
                     .location: "/", .cacheControl: "no-store",
                     .setCookie: "\(ServiceAccess.cookieName)=\(session); Path=/; HttpOnly; SameSite=Strict",
                 ])
+        }
+
+        // The service proves it holds the token before a client sends it (ServiceAccess.proof).
+        router.get("/api/v1/proof") { request, _ -> Response in
+            guard let nonce = request.uri.queryParameters.get("nonce"), let proof = ServiceAccess.proof(token: access.token, nonce: nonce)
+            else {
+                return APIResponse.error(.badRequest, kind: "invalidNonce", "nonce must be 64 lowercase hex digits")
+            }
+            struct Proof: Encodable { var proof: String }
+            return APIResponse.json(Proof(proof: proof))
         }
 
         // The catalogue for e-readers: its own door (a reader login, or the token or a session).

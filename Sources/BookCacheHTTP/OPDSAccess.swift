@@ -2,6 +2,7 @@ import BookCache
 import DownloadQueue
 import Foundation
 import Hummingbird
+import Logging
 import NIOCore
 import Synchronization
 
@@ -9,10 +10,14 @@ import Synchronization
 /// against ``ReaderPassword``), or a holder of the API token or of the page's session.
 ///
 /// The login file is read again when it changes (a password set while the service runs takes
-/// effect at once). A login that passed is remembered for ``verifiedLifetime`` by the SHA-256
-/// of its header, so a reader's every cover does not cost a PBKDF2. Failed logins are counted
-/// per client address: after ``maxFailures`` in ``failureWindow`` that address is answered `429`
-/// with `Retry-After` until the window has passed, whatever it sends.
+/// effect at once). Every cost a stranger can cause is bounded before it is paid (``Gate``): a
+/// login that passed is remembered for ``verifiedLifetime`` by the SHA-256 of its header, so a
+/// reader's every cover does not cost a PBKDF2, and it keeps working while its address is locked
+/// out; an attempt is counted as a failure *before* it is hashed (and forgiven when it passes), so
+/// after ``maxFailures`` in ``failureWindow`` an address is answered `429` with `Retry-After`
+/// however many it sends at once; and at most ``maxHashing`` logins are hashed at a time, the rest
+/// answered `429` with `Retry-After: 1`, so wrong logins from many addresses hold one core at most
+/// and the API and downloads never wait behind them.
 final class ReaderLogins: Sendable {
     static let verifiedLifetime: Duration = .seconds(15 * 60)
     static let maxVerified = 64
@@ -20,20 +25,21 @@ final class ReaderLogins: Sendable {
     static let failureWindow: Duration = .seconds(60)
     /// Client addresses whose failures are tracked at once; the oldest is forgotten first.
     static let maxTrackedClients = 4096
+    /// Logins hashed at once (PBKDF2 holds a core for about 0.1 s).
+    static let maxHashing = 1
 
     private let cacheRoot: URL
     private let now: @Sendable () -> ContinuousClock.Instant
 
-    private struct State {
+    private struct Loaded {
         /// The login file's identity (inode, size, modification time, mode) when last read, and its login.
         var stamp: [Int64] = []
         var login: ReaderPassword?
         var loadProblem: String?
-        var verified: [String: ContinuousClock.Instant] = [:]
-        var failures: [String: (count: Int, since: ContinuousClock.Instant)] = [:]
     }
 
-    private let state = Mutex(State())
+    private let loaded = Mutex(Loaded())
+    private let gate = Mutex(Gate())
 
     init(cacheRoot: URL, now: @escaping @Sendable () -> ContinuousClock.Instant = { ContinuousClock.now }) {
         self.cacheRoot = cacheRoot
@@ -46,40 +52,103 @@ final class ReaderLogins: Sendable {
         case wrong
         /// No reader login is set (or its file cannot be used: the reason).
         case notSet(String?)
+        /// Too many wrong logins from this address.
         case tooMany(retryAfter: Int)
+        /// Other logins are being checked; try again shortly.
+        case busy(retryAfter: Int)
+    }
+
+    /// Which logins may be hashed: a value type with no I/O, tested on its own. Each check is
+    /// ``admit(client:key:at:)`` then, for ``Admission/hash``, ``finish(client:key:matched:at:)``.
+    struct Gate {
+        var verified: [String: ContinuousClock.Instant] = [:]
+        var failures: [String: (count: Int, since: ContinuousClock.Instant)] = [:]
+        var hashing = 0
+
+        enum Admission: Equatable {
+            /// Verified recently: no hash needed.
+            case known
+            /// Locked out for this many seconds.
+            case blocked(Int)
+            /// The hashing lane is full.
+            case busy
+            /// Hash it; the attempt is already counted as a failure.
+            case hash
+        }
+
+        mutating func admit(client: String, key: String, at: ContinuousClock.Instant) -> Admission {
+            verified = verified.filter { at - $0.value < ReaderLogins.verifiedLifetime }
+            if verified[key] != nil { return .known }
+            if let entry = failures[client] {
+                let age = at - entry.since
+                if age >= ReaderLogins.failureWindow {
+                    failures.removeValue(forKey: client)
+                } else if entry.count >= ReaderLogins.maxFailures {
+                    return .blocked(max(1, Int((ReaderLogins.failureWindow - age).components.seconds) + 1))
+                }
+            }
+            guard hashing < ReaderLogins.maxHashing else { return .busy }
+            hashing += 1
+            recordFailure(client, at: at)
+            return .hash
+        }
+
+        /// A login that was not even a Basic value: a failure, with no hash.
+        mutating func refuse(client: String, at: ContinuousClock.Instant) {
+            recordFailure(client, at: at)
+        }
+
+        mutating func finish(client: String, key: String, matched: Bool, at: ContinuousClock.Instant) {
+            hashing -= 1
+            guard matched else { return }
+            if var entry = failures[client] {
+                entry.count -= 1
+                failures[client] = entry
+            }
+            if verified.count >= ReaderLogins.maxVerified, let oldest = verified.min(by: { $0.value < $1.value })?.key {
+                verified.removeValue(forKey: oldest)
+            }
+            verified[key] = at
+        }
+
+        private mutating func recordFailure(_ client: String, at: ContinuousClock.Instant) {
+            if var entry = failures[client], at - entry.since < ReaderLogins.failureWindow {
+                entry.count += 1
+                failures[client] = entry
+                return
+            }
+            if failures.count >= ReaderLogins.maxTrackedClients {
+                failures = failures.filter { at - $0.value.since < ReaderLogins.failureWindow }
+                if failures.count >= ReaderLogins.maxTrackedClients, let oldest = failures.min(by: { $0.value.since < $1.value.since })?.key
+                {
+                    failures.removeValue(forKey: oldest)
+                }
+            }
+            failures[client] = (1, at)
+        }
     }
 
     /// Checks `authorization` (an `Authorization` value with the Basic scheme) from `client`.
     func check(basic authorization: String, client: String) async -> Outcome {
         let at = now()
-        if let wait = blockedFor(client, at: at) { return .tooMany(retryAfter: wait) }
-        let login: ReaderPassword?
-        let problem: String?
-        (login, problem) = current()
+        let (login, problem) = current()
         guard let login else { return .notSet(problem) }
-        let key = SHA256Hasher.hex(of: Data(authorization.utf8))
-        let known = state.withLock { state -> Bool in
-            state.verified = state.verified.filter { at - $0.value < Self.verifiedLifetime }
-            return state.verified[key] != nil
+        // At most 4 KiB of header is hashed (decodeBasic refuses more).
+        let key = SHA256Hasher.hex(of: Data(authorization.utf8.prefix(8192)))
+        switch gate.withLock({ $0.admit(client: client, key: key, at: at) }) {
+        case .known: return .reader
+        case .blocked(let wait): return .tooMany(retryAfter: wait)
+        case .busy: return .busy(retryAfter: 1)
+        case .hash: break
         }
-        if known { return .reader }
         guard let (user, password) = Self.decodeBasic(authorization) else {
-            recordFailure(client, at: at)
+            gate.withLock { $0.finish(client: client, key: key, matched: false, at: at) }
             return .wrong
         }
-        // PBKDF2 takes a while: on the blocking pool, not an event loop
+        // PBKDF2 takes a while: on the blocking pool, not an event loop, one at a time.
         let matches = await BlockingWork.run { login.verify(user: user, password: password) }
-        guard matches else {
-            recordFailure(client, at: at)
-            return .wrong
-        }
-        state.withLock { state in
-            if state.verified.count >= Self.maxVerified, let oldest = state.verified.min(by: { $0.value < $1.value })?.key {
-                state.verified.removeValue(forKey: oldest)
-            }
-            state.verified[key] = at
-        }
-        return .reader
+        gate.withLock { $0.finish(client: client, key: key, matched: matches, at: at) }
+        return matches ? .reader : .wrong
     }
 
     /// The login on disk, read again when the file changed.
@@ -95,7 +164,7 @@ final class ReaderLogins: Sendable {
         } else {
             stamp = []
         }
-        if let cached = state.withLock({ $0.stamp == stamp && !stamp.isEmpty ? ($0.login, $0.loadProblem) : nil }) {
+        if let cached = loaded.withLock({ $0.stamp == stamp && !stamp.isEmpty ? ($0.login, $0.loadProblem) : nil }) {
             return cached
         }
         var login: ReaderPassword?
@@ -105,45 +174,12 @@ final class ReaderLogins: Sendable {
         } catch {
             problem = error.message
         }
-        state.withLock { state in
-            if state.login != login { state.verified = [:] }
-            state.stamp = stamp
-            state.login = login
-            state.loadProblem = problem
+        let changed = loaded.withLock { loaded in
+            defer { (loaded.stamp, loaded.login, loaded.loadProblem) = (stamp, login, problem) }
+            return loaded.login != login
         }
+        if changed { gate.withLock { $0.verified = [:] } }
         return (login, problem)
-    }
-
-    private func blockedFor(_ client: String, at: ContinuousClock.Instant) -> Int? {
-        state.withLock { state in
-            guard let entry = state.failures[client] else { return nil }
-            let age = at - entry.since
-            guard age < Self.failureWindow else {
-                state.failures.removeValue(forKey: client)
-                return nil
-            }
-            guard entry.count >= Self.maxFailures else { return nil }
-            return max(1, Int((Self.failureWindow - age).components.seconds) + 1)
-        }
-    }
-
-    private func recordFailure(_ client: String, at: ContinuousClock.Instant) {
-        state.withLock { state in
-            if var entry = state.failures[client], at - entry.since < Self.failureWindow {
-                entry.count += 1
-                state.failures[client] = entry
-                return
-            }
-            if state.failures.count >= Self.maxTrackedClients {
-                state.failures = state.failures.filter { at - $0.value.since < Self.failureWindow }
-                if state.failures.count >= Self.maxTrackedClients,
-                    let oldest = state.failures.min(by: { $0.value.since < $1.value.since })?.key
-                {
-                    state.failures.removeValue(forKey: oldest)
-                }
-            }
-            state.failures[client] = (1, at)
-        }
     }
 
     /// User and password of a `Basic` value (RFC 7617: base64 of `user:password`, UTF-8);
@@ -165,6 +201,7 @@ struct OPDSAccessMiddleware<Context: RequestContext>: RouterMiddleware {
     let access: ServiceAccess
     let readers: ReaderLogins
     let client: @Sendable (Context) -> String
+    let logger: Logger
 
     static var challenge: String { #"Basic realm="BookCache OPDS", charset="UTF-8""# }
 
@@ -180,13 +217,23 @@ struct OPDSAccessMiddleware<Context: RequestContext>: RouterMiddleware {
                 return try await next(request, context)
             case .wrong:
                 return unauthorized("the reader login is wrong; it is set with bookcache serve --opds-password")
-            case .notSet(let problem):
+            case .notSet(nil):
+                return unauthorized("no reader login is set; set one with bookcache serve --opds-password, then log in with it")
+            case .notSet(.some(let problem)):
+                // The detail (a path, a decoder's words) is for the service's log, not the client.
+                logger.warning("the reader login cannot be used", metadata: ["problem": "\(problem)"])
                 return unauthorized(
-                    problem ?? "no reader login is set; set one with bookcache serve --opds-password, then log in with it")
+                    "the reader login cannot be used (the service's log says why); set it again with bookcache serve --opds-password")
             case .tooMany(let wait):
                 var response = APIResponse.error(
                     .tooManyRequests, kind: "tooManyLogins",
-                    "too many wrong logins from this address; try again in \(wait) seconds")
+                    "too many wrong reader passwords from this address; try again in \(wait) seconds (a reader logged in already is not locked out)"
+                )
+                response.headers[.retryAfter] = "\(wait)"
+                return response
+            case .busy(let wait):
+                var response = APIResponse.error(
+                    .tooManyRequests, kind: "loginsBusy", "other logins are being checked; try again in \(wait) second")
                 response.headers[.retryAfter] = "\(wait)"
                 return response
             }

@@ -12,7 +12,7 @@ extension APIServer {
         let opds = router.group("opds")
             .add(
                 middleware: OPDSAccessMiddleware(
-                    access: access, readers: readers, client: { $0.channel.remoteAddress?.ipAddress ?? "unknown" })
+                    access: access, readers: readers, client: { $0.channel.remoteAddress?.ipAddress ?? "unknown" }, logger: logger)
             )
             .add(middleware: APIErrorMiddleware())
 
@@ -130,13 +130,13 @@ extension APIServer {
     /// fallback and the UTF-8 name (RFC 6266), without path separators, quotes or control characters.
     static func attachment(_ book: CachedBookMetadata) -> String {
         let ext = book.format == .pdf ? "pdf" : "epub"
+        // A record made before titles were bounded may hold a huge one: the header is bounded here.
         var name = String(
-            book.title.unicodeScalars.map { scalar -> Character in
+            MetadataText.bounded(book.title, maxBytes: 180).unicodeScalars.map { scalar -> Character in
                 scalar.value < 0x20 || scalar.value == 0x7F || "/\\\"".unicodeScalars.contains(scalar) ? "_" : Character(scalar)
             }
         ).trimmingCharacters(in: .whitespaces)
         if name.isEmpty || name.hasPrefix(".") { name = book.bookId }
-        name = String(name.prefix(120))
         let ascii = String(name.unicodeScalars.map { $0.isASCII && $0 != "%" && $0 != ";" ? Character($0) : "_" })
         return "attachment; filename=\"\(ascii).\(ext)\"; filename*=UTF-8''\(OPDSCatalogue.percentEncoded(name)).\(ext)"
     }

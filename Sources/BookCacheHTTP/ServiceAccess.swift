@@ -19,6 +19,19 @@ import Synchronization
 public final class ServiceAccess: Sendable {
     /// The token every API request carries as `Authorization: Bearer TOKEN`.
     public let token: String
+
+    /// What the service answers to a client's challenge (`GET /api/v1/proof?nonce=NONCE`): the
+    /// HMAC-SHA256 of the nonce under the token. A client checks it before it sends the token, so a
+    /// process that took the port after the service died (another local user's, say) never gets it:
+    /// it cannot make the answer without the token, and the answers it could ask for (HMACs of its
+    /// own nonces, under a label of their own) tell it nothing about the token.
+    /// - Returns: 64 hex digits, or `nil` when `nonce` is not 64 hex digits.
+    package static func proof(token: String, nonce: String) -> String? {
+        guard nonce.utf8.count == 64, nonce.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }) else {
+            return nil
+        }
+        return SHA256Hasher.hmacHex(key: Data(token.utf8), message: Data("bookcache-serve-proof:\(nonce)".utf8))
+    }
     /// How long a login link can be used: 5 minutes.
     static let loginLinkLifetime: Duration = .seconds(5 * 60)
     /// How long a session lasts without a request: a day.

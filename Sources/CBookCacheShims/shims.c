@@ -110,6 +110,16 @@ int bookcache_limit_malloc_arenas(int count) { return mallopt(M_ARENA_MAX, count
 int bookcache_limit_malloc_arenas(int count) { (void)count; return 0; }
 #endif
 
+#include <openssl/hmac.h>
+
+int bookcache_hmac_sha256(const void *key, unsigned long long keyLength, const void *message, unsigned long long messageLength,
+                          unsigned char *digest) {
+    unsigned int length = 0;
+    if (keyLength > 0x7fffffff) return 0;
+    return HMAC(EVP_sha256(), key, (int)keyLength, (const unsigned char *)message, (size_t)messageLength, digest, &length) != NULL &&
+           length == 32;
+}
+
 int bookcache_pbkdf2_sha256(const void *password, unsigned long long passwordLength, const unsigned char *salt,
                             unsigned long long saltLength, unsigned int iterations, unsigned char *key, unsigned int length) {
     if (passwordLength > 0x7fffffff || saltLength > 0x7fffffff || iterations == 0 || iterations > 0x7fffffff) return 0;

@@ -53,8 +53,12 @@ struct OPDSTests {
         #expect(!hostile.contains("\r") && !hostile.contains("\n"))
         #expect(
             hostile
-                == #"attachment; filename="a_.._b_c___Set-Cookie: x=1_ y_.pdf"; filename*=UTF-8''a_.._b_c___Set-Cookie%3A%20x%3D1%3B%20y%25.pdf"#,
+                == #"attachment; filename="a_.._b_c_ Set-Cookie: x=1_ y_.pdf"; filename*=UTF-8''a_.._b_c_%20Set-Cookie%3A%20x%3D1%3B%20y%25.pdf"#,
             "\(hostile)")
+        // A title of one character and 200,000 combining accents (a record made before titles were
+        // bounded): the header stays small.
+        let accents = APIServer.attachment(try book(title: "e" + String(repeating: "\u{301}", count: 200_000)))
+        #expect(accents.utf8.count < 1024, "\(accents.utf8.count) bytes")
         #expect(APIServer.attachment(try book(title: "../../etc/passwd")).contains(#"filename="b1.epub""#), "a name that starts with a dot")
         #expect(
             APIServer.attachment(try book(title: "Émile 中文")).contains(
@@ -134,10 +138,71 @@ struct OPDSTests {
         let wrong = "Basic " + Data("kobo:guess".utf8).base64EncodedString()
         for _ in 0..<ReaderLogins.maxFailures { #expect(await readers.check(basic: wrong, client: "10.0.0.9") == .wrong) }
         #expect(await readers.check(basic: right, client: "10.0.0.9") == .tooMany(retryAfter: 61))
-        #expect(await readers.check(basic: right, client: "10.0.0.8") == .reader, "another address is not blocked")
+        #expect(await readers.check(basic: wrong, client: "10.0.0.8") == .wrong, "another address is not blocked")
         clock.withLock { $0 = start + .seconds(30) }
         #expect(await readers.check(basic: right, client: "10.0.0.9") == .tooMany(retryAfter: 31))
         clock.withLock { $0 = start + .seconds(61) }
         #expect(await readers.check(basic: right, client: "10.0.0.9") == .reader)
+    }
+
+    @Test("wrong logins are counted before they are hashed: forty at once from one address hash at most ten; the rest are 429")
+    func countedBeforeHashing() async throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("opds-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: root) }
+        try ReaderPassword(user: "kobo", password: "correct horse").write(in: root)
+        let readers = ReaderLogins(cacheRoot: root)
+        let wrong = "Basic " + Data("kobo:guess".utf8).base64EncodedString()
+        // When forty wrong logins arrive at once from one address
+        let outcomes = await withTaskGroup(of: ReaderLogins.Outcome.self) { group in
+            for _ in 0..<40 { group.addTask { await readers.check(basic: wrong, client: "10.0.0.9") } }
+            return await group.reduce(into: [ReaderLogins.Outcome]()) { $0.append($1) }
+        }
+        // Then at most ten were hashed (a .wrong is a hash); the others were turned away before it
+        #expect(outcomes.filter { $0 == .wrong }.count <= ReaderLogins.maxFailures)
+        #expect(
+            outcomes.allSatisfy { outcome in
+                switch outcome {
+                case .wrong, .tooMany, .busy: true
+                default: false
+                }
+            })
+    }
+
+    @Test("a reader logged in already keeps reading while wrong passwords lock its address out (a NAT, a TLS proxy)")
+    func verifiedReaderThroughLockout() async throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("opds-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: root) }
+        try ReaderPassword(user: "kobo", password: "correct horse").write(in: root)
+        let readers = ReaderLogins(cacheRoot: root)
+        let right = "Basic " + Data("kobo:correct horse".utf8).base64EncodedString()
+        let wrong = "Basic " + Data("kobo:guess".utf8).base64EncodedString()
+        #expect(await readers.check(basic: right, client: "127.0.0.1") == .reader)
+        for _ in 0..<ReaderLogins.maxFailures { #expect(await readers.check(basic: wrong, client: "127.0.0.1") == .wrong) }
+        guard case .tooMany = await readers.check(basic: wrong, client: "127.0.0.1") else {
+            Issue.record("ten wrong passwords lock the address out")
+            return
+        }
+        #expect(await readers.check(basic: right, client: "127.0.0.1") == .reader)
+    }
+
+    @Test("the login gate: one hash at a time whoever asks; an attempt counts before its hash and is forgiven when it passes")
+    func loginGate() {
+        let at = ContinuousClock.now
+        var gate = ReaderLogins.Gate()
+        #expect(gate.admit(client: "a", key: "right", at: at) == .hash)
+        #expect(gate.admit(client: "b", key: "other", at: at) == .busy, "the lane holds one hash")
+        #expect(gate.failures["a"]?.count == 1, "counted before the hash")
+        gate.finish(client: "a", key: "right", matched: true, at: at)
+        #expect(gate.failures["a"]?.count == 0, "forgiven: it passed")
+        #expect(gate.admit(client: "a", key: "right", at: at) == .known)
+        for attempt in 0..<ReaderLogins.maxFailures {
+            #expect(gate.admit(client: "a", key: "wrong\(attempt)", at: at) == .hash)
+            gate.finish(client: "a", key: "wrong\(attempt)", matched: false, at: at)
+        }
+        #expect(gate.admit(client: "a", key: "wrong", at: at) == .blocked(61))
+        #expect(gate.admit(client: "a", key: "right", at: at) == .known)
+        #expect(gate.admit(client: "a", key: "wrong", at: at + .seconds(61)) == .hash, "the window has passed")
     }
 }

@@ -64,6 +64,7 @@ extension BookCacheManager {
         try prepareDirectories()
 
         let wanted = listing.entries
+        let protected = try booksTheSourceMayNotReplace(wanted, source: source.key)
         var items = [SyncReport.Item?](repeating: nil, count: wanted.count)
         await withTaskGroup(of: (Int, SyncReport.Item).self) { group in
             for (position, entry) in wanted.enumerated() {
@@ -76,6 +77,7 @@ extension BookCacheManager {
                     }
                     request.priority = .low
                     request.syncSource = source.key
+                    if protected.contains(request.id) { request.replaceExisting = false }
                     access.apply(to: &request)
                     let id = request.id
                     do throws(BookCacheError) {
@@ -102,6 +104,7 @@ extension BookCacheManager {
             source: source.key, format: listing.format.rawValue, skipped: false, lastSuccess: last, wanted: wanted.count, items: finished,
             removed: removed)
         report.skippedEntries = listing.skipped
+        report.skippedCount = listing.skippedCount
         report.section = listing.section
         report.unreadPages = listing.unreadPages
         if report.isComplete {
@@ -111,8 +114,24 @@ extension BookCacheManager {
         return report
     }
 
+    /// The books a source's `refresh` may not replace: a source changes only the books it brought,
+    /// never one the user downloaded or pinned (a line `{"id": "alice", "refresh": true, "url": …}` in a
+    /// source would otherwise replace the user's own book with the source's bytes).
+    private func booksTheSourceMayNotReplace(
+        _ wanted: [Result<BookDownloadRequest, ManifestProblem>], source: String
+    ) throws(BookCacheError) -> Set<BookID> {
+        var protected: Set<BookID> = []
+        for case .success(let request) in wanted where request.replaceExisting {
+            guard let record = try store.record(request.id) else { continue }
+            if record.pinned || !record.syncSources.contains(source) { protected.insert(request.id) }
+        }
+        return protected
+    }
+
     /// The most pages of one catalogue a sync reads.
     public static let maxSyncPages = 100
+    /// The most bytes of one catalogue's pages a sync reads, all pages together.
+    public static let maxSyncBytes = 256 << 20
     /// The most navigation levels a sync descends.
     static let maxSyncLevels = 5
 
@@ -121,7 +140,9 @@ extension BookCacheManager {
     struct SyncListing {
         var format: FeedParser.Format
         var entries: [Result<BookDownloadRequest, ManifestProblem>] = []
+        /// The first skipped entries (``SyncReport/maxNamedSkips``), and how many there were.
         var skipped: [SyncReport.SkippedEntry] = []
+        var skippedCount = 0
         var section: String?
         /// Pages that could not be read; the listing stopped at the first.
         var unreadPages: [SyncReport.UnreadPage] = []
@@ -135,7 +156,8 @@ extension BookCacheManager {
         var parser = initial
         var (data, pageURL) = try await read(source, access: access)
         parser.baseURL = pageURL
-        var page = try parser.page(in: data)
+        var page = try await Self.parse(data, with: parser)
+        var bytesRead = data.count
         var visited: Set<String> = pageURL.map { [$0.absoluteString] } ?? []
         var listing = SyncListing(format: page.format)
         var level = 0
@@ -152,7 +174,8 @@ extension BookCacheManager {
             listing.section = chosen.title
             (data, pageURL) = try await fetch(chosen.url, access: access)
             parser.baseURL = pageURL
-            page = try parser.page(in: data)
+            page = try await Self.parse(data, with: parser)
+            bytesRead += data.count
             visited.insert(chosen.url.absoluteString)
             level += 1
         }
@@ -172,7 +195,10 @@ extension BookCacheManager {
                     books += 1
                     listing.entries.append(.success(request))
                 case .skipped(let title, let reason):
-                    listing.skipped.append(SyncReport.SkippedEntry(title: title, reason: reason))
+                    listing.skippedCount += 1
+                    if listing.skipped.count < SyncReport.maxNamedSkips {
+                        listing.skipped.append(SyncReport.SkippedEntry(title: title, reason: reason))
+                    }
                 case .invalid(let problem):
                     listing.entries.append(.failure(problem))
                 }
@@ -183,8 +209,9 @@ extension BookCacheManager {
                     "the catalogue's next page is one already read; stopping", metadata: ["url": "\(URLRedaction.redacted(next))"])
                 break
             }
-            guard pages < Self.maxSyncPages else {
-                logger.warning("read the most pages a sync reads; stopping", metadata: ["pages": "\(pages)"])
+            guard pages < Self.maxSyncPages, bytesRead < Self.maxSyncBytes else {
+                logger.warning(
+                    "read the most pages or bytes a sync reads; stopping", metadata: ["pages": "\(pages)", "bytes": "\(bytesRead)"])
                 break
             }
             // A later page that cannot be read ends the listing, not the sync: the books found so
@@ -192,7 +219,8 @@ extension BookCacheManager {
             do throws(BookCacheError) {
                 (data, pageURL) = try await fetch(next, access: access)
                 parser.baseURL = pageURL
-                page = try parser.page(in: data)
+                page = try await Self.parse(data, with: parser)
+                bytesRead += data.count
             } catch {
                 // A sync being cancelled is not a page that cannot be read.
                 if Task.isCancelled { throw error }
@@ -205,6 +233,12 @@ extension BookCacheManager {
             pages += 1
         }
         return listing
+    }
+
+    /// Parses a page on a blocking-work thread: a large feed is seconds of a core, which on the
+    /// cooperative pool would stall every task of the process (the service's API among them).
+    private nonisolated static func parse(_ data: Data, with parser: FeedParser) async throws(BookCacheError) -> FeedPage {
+        try await BlockingWork.run { () throws(BookCacheError) in try parser.page(in: data) }
     }
 
     /// The section to follow: the one named (by title, ignoring case; an exact match first),

@@ -7,8 +7,10 @@ public struct BookDownloadRequest: Sendable, Hashable {
     public var id: BookID
     /// The absolute `http` or `https` URL of the EPUB or PDF.
     public var url: URL
-    /// A title to show; the id when `nil`.
-    public var title: String?
+    /// A title to show; the id when `nil`. Normalised and bounded in bytes (``MetadataText``).
+    public var title: String? {
+        didSet { title = MetadataText.title(title) }
+    }
     /// Where the cover image can be fetched.
     public var coverURL: URL?
     /// The expected lowercase hex SHA-256; the download is refused when it differs.
@@ -36,8 +38,11 @@ public struct BookDownloadRequest: Sendable, Hashable {
     /// id stands for the book whatever its URL, so a new (signed, expiring) URL for a cached id
     /// downloads nothing.
     public var idDerivedFromURL: Bool = false
-    /// The authors, kept in the record (a catalogue names them).
-    public var authors: [String] = []
+    /// The authors, kept in the record (a catalogue names them). Normalised and bounded in bytes
+    /// and number (``MetadataText``).
+    public var authors: [String] = [] {
+        didSet { authors = MetadataText.names(authors) }
+    }
     /// The book's language as a BCP 47 tag, kept in the record (a catalogue gives it); without
     /// one, an EPUB's own `dc:language` is kept. White space around it is dropped, and a value
     /// that is not a language tag (letters, digits and hyphens, starting with a letter, at most
@@ -74,7 +79,7 @@ public struct BookDownloadRequest: Sendable, Hashable {
     ) throws(BookCacheError) {
         self.url = try Self.parseURL(url)
         self.id = id
-        self.title = title
+        self.title = MetadataText.title(title)
         self.coverURL = try coverURL.map { url throws(BookCacheError) in try Self.parseURL(url) }
         if let expectedSHA256 {
             let normalized = expectedSHA256.lowercased()

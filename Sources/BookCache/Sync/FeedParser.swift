@@ -89,6 +89,7 @@ struct FeedParser: Sendable {
 
     private func opds1(_ data: Data) throws(BookCacheError) -> FeedPage {
         guard data.count <= 16 << 20 else { throw .invalidArgument("the feed is larger than 16 MiB") }
+        if let problem = UntrustedXML.dtdProblem(data) { throw .invalidArgument("the OPDS feed cannot be read: \(problem)") }
         let delegate = AtomDelegate(base: baseURL)
         let parser = XMLParser(data: data)
         parser.shouldProcessNamespaces = true
@@ -206,7 +207,8 @@ struct FeedParser: Sendable {
         }
 
         func parser(_ parser: XMLParser, foundCharacters string: String) {
-            if text.count < 4096 { text += string }
+            // Bytes, not characters: one character can be 400 KB of combining marks.
+            if text.utf8.count < 16384 { text += string.utf8.count <= 16384 ? string : String(string.unicodeScalars.prefix(16384)) }
         }
 
         func parser(_ parser: XMLParser, didEndElement name: String, namespaceURI: String?, qualifiedName: String?) {

@@ -63,8 +63,14 @@ public struct SyncReport: Sendable {
     /// longer among the first N.
     public var removed: [String]
 
-    /// Entries skipped because they offer no free EPUB or PDF (they take no `keep` slot).
+    /// Entries skipped because they offer no free EPUB or PDF (they take no `keep` slot): the first
+    /// ``maxNamedSkips`` of them; ``skippedCount`` counts them all.
     public var skippedEntries: [SkippedEntry] = []
+    /// How many entries were skipped in all.
+    public var skippedCount = 0
+    /// The most skipped entries a report names: a catalogue of endless entries without a book costs
+    /// a count, not memory for each.
+    public static let maxNamedSkips = 20
     /// The section of a navigation feed that was followed, if any.
     public var section: String?
     /// Pages that could not be read. When there are any, the listing was cut short: the books
@@ -89,9 +95,9 @@ public struct SyncReport: Sendable {
         var text = LocalizedText.format(
             "%1$@ of %2$@ cached (%3$@ new, %4$@ already cached)", locale,
             ["\(inCache)", "\(wanted)", "\(inCache - alreadyCached)", "\(alreadyCached)"])
-        if !skippedEntries.isEmpty {
-            let key = skippedEntries.count == 1 ? ", %@ entry skipped (no free EPUB or PDF)" : ", %@ entries skipped (no free EPUB or PDF)"
-            text += LocalizedText.format(key, locale, ["\(skippedEntries.count)"])
+        if skippedCount > 0 {
+            let key = skippedCount == 1 ? ", %@ entry skipped (no free EPUB or PDF)" : ", %@ entries skipped (no free EPUB or PDF)"
+            text += LocalizedText.format(key, locale, ["\(skippedCount)"])
         }
         text += LocalizedText.format(", %1$@ failed, %2$@ removed", locale, ["\(failed)", "\(removed.count)"])
         if !unreadPages.isEmpty {

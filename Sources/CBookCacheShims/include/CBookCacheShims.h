@@ -46,6 +46,10 @@ void *bookcache_sha256_copy(void *context);
 /// Frees a context that is not finished.
 void bookcache_sha256_free(void *context);
 
+/// HMAC-SHA256 (OpenSSL's `HMAC`) of `message` under `key`: 32 bytes into `digest`. Returns 1, or 0 on failure.
+int bookcache_hmac_sha256(const void *key, unsigned long long keyLength, const void *message, unsigned long long messageLength,
+                          unsigned char *digest);
+
 /// PBKDF2-HMAC-SHA256 (OpenSSL's `PKCS5_PBKDF2_HMAC`) of a password: `length` bytes into `key`.
 /// Returns 1, or 0 on failure.
 int bookcache_pbkdf2_sha256(const void *password, unsigned long long passwordLength, const unsigned char *salt,

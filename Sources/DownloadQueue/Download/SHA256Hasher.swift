@@ -48,6 +48,18 @@ package final class SHA256Hasher: @unchecked Sendable {
         return FileDownloader.hex(digest)
     }
 
+    /// HMAC-SHA256 of `message` under `key`, as 64 lowercase hex digits.
+    public static func hmacHex(key: Data, message: Data) -> String {
+        var digest = [UInt8](repeating: 0, count: 32)
+        let ok = key.withUnsafeBytes { key in
+            message.withUnsafeBytes { message in
+                bookcache_hmac_sha256(key.baseAddress, UInt64(key.count), message.baseAddress, UInt64(message.count), &digest)
+            }
+        }
+        guard ok == 1 else { fatalError("OpenSSL's HMAC-SHA256 failed") }
+        return FileDownloader.hex(digest)
+    }
+
     /// The SHA-256 of `data` as 64 lowercase hex digits.
     public static func hex(of data: Data) -> String {
         let hasher = SHA256Hasher()

@@ -99,7 +99,7 @@ struct QueueAddCommand: AsyncParsableCommand {
             if let type, objects[index]["type"] == nil { objects[index]["type"] = type.rawValue }
             if let priority, objects[index]["priority"] == nil { objects[index]["priority"] = priority }
         }
-        let client = try ServiceClient.connect(cacheRoot: root)
+        let client = try await ServiceClient.connect(cacheRoot: root)
         struct Accepted: Decodable { var jobs: [QueuedJob] }
         let accepted: Accepted = try await client.send("POST", "/api/v1/jobs", body: try JSONSerialization.data(withJSONObject: objects))
         if json {
@@ -121,7 +121,7 @@ struct QueueListCommand: AsyncParsableCommand {
     var json = false
 
     func run() async throws {
-        let client = try ServiceClient.connect(cacheRoot: CacheLayout.defaultRoot(explicit: global.cacheDir))
+        let client = try await ServiceClient.connect(cacheRoot: CacheLayout.defaultRoot(explicit: global.cacheDir))
         struct Listing: Decodable {
             var jobs: [QueuedJob]
             var counts: [String: Int]
@@ -148,7 +148,7 @@ struct QueueCancelCommand: AsyncParsableCommand {
     var ids: [String]
 
     func run() async throws {
-        let client = try ServiceClient.connect(cacheRoot: CacheLayout.defaultRoot(explicit: global.cacheDir))
+        let client = try await ServiceClient.connect(cacheRoot: CacheLayout.defaultRoot(explicit: global.cacheDir))
         for id in ids {
             guard id.allSatisfy(\.isHexDigit) else { throw ValidationError("'\(id)' is not a job id") }
             let job: QueuedJob = try await client.send("DELETE", "/api/v1/jobs/\(id)")

@@ -88,7 +88,7 @@ struct ServeCommand: AsyncParsableCommand {
                 Terminal.write(access.token)
                 return
             }
-            let client = try ServiceClient.connect(cacheRoot: root)
+            let client = try await ServiceClient.connect(cacheRoot: root)
             struct Link: Decodable { var url: String }
             let link: Link = try await client.send("POST", "/api/v1/login-links")
             Terminal.write(link.url)

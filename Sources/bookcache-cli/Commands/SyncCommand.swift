@@ -18,6 +18,11 @@ struct SyncCommand: AsyncParsableCommand {
             is answered, Basic or Digest, only when the catalogue's own host asks; headers go only \
             with its pages and the books on its own host).
 
+            A catalogue is read within bounds, so an endless or hostile one costs little: at most \
+            100 pages and 256 MiB in all (16 MiB a page), 5 levels of sections, no DTD of its own \
+            (entity declarations are refused, external entities never read); the first 20 skipped \
+            entries are named and the rest counted.
+
             The first N books are cached (failures are skipped); books that an \
             earlier sync of the same SOURCE brought in and that are no longer among them are \
             removed — never books added by 'download', never pinned ones. Within --min-interval of \
@@ -108,7 +113,7 @@ struct SyncCommand: AsyncParsableCommand {
         var body: [String: Any] = ["source": path, "keep": try parsedOptions.keep, "type": type.rawValue, "every": every]
         body["formats"] = try formats.map(\.rawValue)
         if let section { body["section"] = section }
-        let client = try ServiceClient.connect(cacheRoot: CacheLayout.defaultRoot(explicit: global.cacheDir))
+        let client = try await ServiceClient.connect(cacheRoot: CacheLayout.defaultRoot(explicit: global.cacheDir))
         struct Registered: Decodable {
             var id: String
             var source: String
@@ -182,6 +187,7 @@ struct SyncCommand: AsyncParsableCommand {
                 "synced": report.inCache, "alreadyCached": report.alreadyCached, "new": report.inCache - report.alreadyCached,
                 "failed": report.failed, "removed": report.removed, "section": report.section ?? NSNull(),
                 "skippedEntries": report.skippedEntries.map { ["title": $0.title ?? NSNull(), "reason": $0.reason] as [String: Any] },
+                "skippedCount": report.skippedCount,
                 "unreadPages": report.unreadPages.map {
                     ["url": $0.url, "error": cliMessage($0.failure, in: Localized.machineLocale), "kind": $0.failure.kind.description]
                         as [String: Any]
@@ -210,6 +216,9 @@ struct SyncCommand: AsyncParsableCommand {
             for id in report.removed { Terminal.write(Localized.text("removed %@", id.description)) }
             if let section = report.section { Terminal.write(Localized.text("section: %@", section)) }
             for entry in report.skippedEntries { Terminal.write("skipped \(entry.title.map { "'\($0)'" } ?? "an entry"): \(entry.reason)") }
+            if report.skippedCount > report.skippedEntries.count {
+                Terminal.write("skipped \(report.skippedCount - report.skippedEntries.count) more entries")
+            }
             for page in report.unreadPages {
                 Terminal.writeError(
                     Localized.error(

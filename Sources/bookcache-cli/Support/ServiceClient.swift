@@ -1,6 +1,7 @@
 import ArgumentParser
 import BookCache
 import BookCacheHTTP
+import DownloadQueue
 import Foundation
 
 #if canImport(FoundationNetworking)
@@ -9,13 +10,18 @@ import Foundation
 
 /// Talks to the `bookcache serve` of a cache, found through `CACHE/service.json`, with the token
 /// of `CACHE/service.token`. With none running it says so and exits 69 (EX_UNAVAILABLE).
+///
+/// The port in `service.json` is not trusted: a service killed with -9 leaves it behind, and
+/// another local user may have taken the port since. Before the token is sent, whatever listens
+/// there must prove it holds the token (``ServiceAccess/proof(token:nonce:)``: an HMAC of a fresh
+/// nonce); one that cannot is refused, exit 69, and never sees the token.
 struct ServiceClient {
     let base: URL
     let token: String
 
     static let unavailable = ExitCode(69)
 
-    static func connect(cacheRoot: URL) throws -> ServiceClient {
+    static func connect(cacheRoot: URL) async throws -> ServiceClient {
         guard let info = ServiceInfo.read(in: cacheRoot), let base = URL(string: info.url) else {
             Terminal.writeError("error: no bookcache serve is running for \(cacheRoot.path); start one with 'bookcache serve'")
             throw unavailable
@@ -28,7 +34,37 @@ struct ServiceClient {
                 "error: cannot read \(ServiceInfo.tokenFile(in: cacheRoot).path) (\(error)); is this the user that runs bookcache serve?")
             throw unavailable
         }
-        return ServiceClient(base: base, token: token.trimmingCharacters(in: .whitespacesAndNewlines))
+        let client = ServiceClient(base: base, token: token.trimmingCharacters(in: .whitespacesAndNewlines))
+        try await client.checkProof()
+        return client
+    }
+
+    /// Asks the listener for the proof of a fresh nonce, without the token.
+    private func checkProof() async throws {
+        let nonce = FileDownloader.hex((0..<32).map { _ in UInt8.random(in: 0...255) })
+        var components = URLComponents(url: base.appendingPathComponent("api/v1/proof"), resolvingAgainstBaseURL: false)
+        components?.queryItems = [URLQueryItem(name: "nonce", value: nonce)]
+        guard let url = components?.url else { throw Self.unavailable }
+        var request = URLRequest(url: url)
+        request.timeoutInterval = 30
+        let data: Data
+        do {
+            (data, _) = try await URLSession.shared.data(for: request)
+        } catch {
+            Terminal.writeError(
+                "error: no bookcache serve answers at \(base.absoluteString) (\(error.localizedDescription)); start one with 'bookcache serve'"
+            )
+            throw Self.unavailable
+        }
+        struct Proof: Decodable { var proof: String }
+        guard let answer = try? JSONDecoder().decode(Proof.self, from: data),
+            answer.proof == ServiceAccess.proof(token: token, nonce: nonce)
+        else {
+            Terminal.writeError(
+                "error: what listens at \(base.absoluteString) is not this cache's bookcache serve (it cannot prove it holds the token), so the token was not sent; start bookcache serve again"
+            )
+            throw Self.unavailable
+        }
     }
 
     /// Sends a request and decodes the JSON answer; an API error is printed and exits 1
