@@ -186,6 +186,32 @@ struct FileDownloaderTests {
         }
     }
 
+    @Test("the caller's own headers go only to the first URL's origin: not on after a redirect to another host, as the README says")
+    func headersStayWithTheirOrigin() async throws {
+        try await withServerAndDirectory(files: ["book.bin": payload, "moved.bin": payload]) { server, dir in
+            let key = try HTTPHeader(name: "X-Api-Key", value: "k3y")
+            // A redirect to another host (localhost is not 127.0.0.1): the key stays behind
+            server.enqueueFault(.redirect(to: "http://localhost:\(server.port)/book.bin"), for: "/moved.bin")
+            let moved = URL(string: "\(server.baseURL)/moved.bin")!
+            let file = try await downloader().download(from: moved, to: dir.path("a.part").path, headers: [key])
+            #expect(file.sha256 == payloadSHA256)
+            #expect(server.requests.filter { $0.path == "/moved.bin" }.last?.headers["x-api-key"] == "k3y")
+            let elsewhere = server.requests.filter { $0.path == "/book.bin" }
+            #expect(elsewhere.count == 1)
+            #expect(elsewhere.last?.headers["x-api-key"] == nil)
+            // A redirect within the origin keeps it
+            server.enqueueFault(.redirect(to: "/book.bin"), for: "/moved.bin")
+            _ = try await downloader().download(from: moved, to: dir.path("b.part").path, headers: [key])
+            #expect(server.requests.filter { $0.path == "/book.bin" }.last?.headers["x-api-key"] == "k3y")
+            // And too many hops still end as too many redirects
+            let loop = await #expect(throws: DownloadError.self) {
+                try await downloader().download(
+                    from: URL(string: "\(server.baseURL)/redirect-loop")!, to: dir.path("c.part").path, headers: [key])
+            }
+            #expect(loop?.kind == .tooManyRedirects)
+        }
+    }
+
     @Test("Retry-After accepts seconds and HTTP dates")
     func retryAfterParsing() {
         let now = Date(timeIntervalSince1970: 1_700_000_000)

@@ -102,7 +102,7 @@ final class CurlDriver: @unchecked Sendable {
         let context = Unmanaged.passUnretained(transfer).toOpaque()
         bc_setopt_string(handle, CURLOPT_URL, transfer.url.absoluteString)
         bc_setopt_long(handle, CURLOPT_NOSIGNAL, 1)
-        bc_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 1)
+        bc_setopt_long(handle, CURLOPT_FOLLOWLOCATION, transfer.followsRedirects ? 1 : 0)
         bc_setopt_long(handle, CURLOPT_MAXREDIRS, transfer.configuration.maxRedirects)
         bc_setopt_string(handle, CURLOPT_PROTOCOLS_STR, "http,https")
         bc_setopt_string(handle, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")

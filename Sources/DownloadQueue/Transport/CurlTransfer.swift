@@ -35,8 +35,15 @@ final class CurlTransfer: @unchecked Sendable {
     /// A body read slower than it arrives pauses the transfer past this many buffered bytes.
     static let pauseAbove = 4 << 20
 
-    init(url: URL, headers: [(name: String, value: String)], credentials: HTTPCredentials?, configuration: CurlTransport.Configuration) {
+    /// Whether libcurl follows redirects itself (off when the caller follows them, hop by hop).
+    let followsRedirects: Bool
+
+    init(
+        url: URL, headers: [(name: String, value: String)], credentials: HTTPCredentials?, configuration: CurlTransport.Configuration,
+        followsRedirects: Bool = true
+    ) {
         self.url = url
+        self.followsRedirects = followsRedirects
         self.requestHeaders = headers
         self.credentials = credentials
         self.configuration = configuration

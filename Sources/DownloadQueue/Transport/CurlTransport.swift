@@ -11,7 +11,9 @@ import Synchronization
 /// for that long) but no total timeout, and never decompresses. A login
 /// (``TransportRequest/credentials``) is answered with whatever the server asks for (Basic or
 /// Digest), only on the host it is for: libcurl does not send it on after a redirect to another
-/// host.
+/// host. Nor are the caller's own headers (an API key, a cookie — every header but `Range` and
+/// `If-Range`): a request that has any follows its redirects here, hop by hop, and drops them once
+/// a redirect leaves the first URL's origin (curl would send them on).
 ///
 /// Proxies, a rate limit, a netrc file and trusted certificate authorities are set in its
 /// ``Configuration``, with curl's meanings; HTTP/2 is used when a TLS server offers it, and
@@ -105,8 +107,46 @@ public final class CurlTransport: HTTPTransport, Sendable {
                     "the request header '\(bad.name.debugDescription.prefix(40))' has a control character or is not a token; nothing was sent"
             )
         }
-        let credentials = (request.credentials ?? HTTPCredentials(userInfoOf: request.url)).flatMap { $0.applies(to: url) ? $0 : nil }
-        let transfer = CurlTransfer(url: url, headers: request.headers, credentials: credentials, configuration: configuration)
+        let credentials = request.credentials ?? HTTPCredentials(userInfoOf: request.url)
+        guard request.headers.contains(where: { !Self.followsRedirects(headerNamed: $0.name) }) else {
+            return try await transfer(url, headers: request.headers, credentials: credentials, followingRedirects: true)
+        }
+        var current = url
+        var headers = request.headers
+        for _ in 0...configuration.maxRedirects {
+            let response = try await transfer(current, headers: headers, credentials: credentials, followingRedirects: false)
+            guard [301, 302, 303, 307, 308].contains(response.statusCode), let location = response.header("Location") else {
+                return response
+            }
+            response.body.cancel()
+            guard let next = URL(string: location, relativeTo: current)?.absoluteURL, let scheme = next.scheme?.lowercased(),
+                scheme == "http" || scheme == "https", next.host != nil
+            else {
+                throw DownloadError(
+                    kind: .invalidResponse, url: current,
+                    detail: "a redirect to \(location.prefix(200).debugDescription), which is not an http or https URL")
+            }
+            if !HTTPCredentials.sameOrigin(next, url) {
+                headers = headers.filter { Self.followsRedirects(headerNamed: $0.name) }
+            }
+            current = HTTPCredentials.removingUserInfo(from: next)
+        }
+        throw DownloadError(kind: .tooManyRedirects, url: current, detail: "more than \(configuration.maxRedirects) redirects")
+    }
+
+    /// Headers that go on after a redirect to another origin: the downloader's own.
+    static func followsRedirects(headerNamed name: String) -> Bool {
+        let lowered = name.lowercased()
+        return lowered == "range" || lowered == "if-range"
+    }
+
+    /// One transfer: libcurl follows its redirects, or stops at the first.
+    private func transfer(
+        _ url: URL, headers: [(name: String, value: String)], credentials: HTTPCredentials?, followingRedirects: Bool
+    ) async throws -> TransportResponse {
+        let transfer = CurlTransfer(
+            url: url, headers: headers, credentials: credentials.flatMap { $0.applies(to: url) ? $0 : nil }, configuration: configuration,
+            followsRedirects: followingRedirects)
         let driver = try self.driver
         let head = try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<CurlTransfer.Head, any Error>) in
