@@ -97,7 +97,7 @@ struct LoginOptions: ParsableArguments {
     @Option(
         name: [.customShort("H"), .customLong("header")],
         help: ArgumentHelp(
-            "An extra request header, such as \"Authorization: Bearer TOKEN\" (repeatable); as in curl, Authorization and Cookie are not sent on after a redirect to another host.",
+            "An extra request header, such as \"Authorization: Bearer TOKEN\" (repeatable); it is not sent on after a redirect to another host (curl drops only Authorization and Cookie).",
             valueName: "header"))
     var headers: [String] = []
 
