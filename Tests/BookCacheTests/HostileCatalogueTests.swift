@@ -66,6 +66,32 @@ struct HostileCatalogueTests {
         #expect(error?.reason.contains("DTD") == true, "\(error?.reason ?? "")")
     }
 
+    @Test("a package document whose names are not UTF-8 is refused before XMLParser (which traps on them on Linux) sees it")
+    func packageNotUTF8() throws {
+        var package = Array(
+            #"<?xml version="1.0" encoding="UTF-8"?><package xmlns="http://www.idpf.org/2007/opf" version="3.0"><metadata><"#.utf8)
+        package += [0xFF, 0xFE] + Array(#"/></metadata><manifest/><spine/></package>"#.utf8)
+        let entries: [(name: String, bytes: [UInt8])] = [
+            ("mimetype", Array("application/epub+zip".utf8)),
+            (
+                "META-INF/container.xml",
+                Array(
+                    #"<?xml version="1.0"?><container version="1.0" xmlns="urn:oasis:names:tc:opendocument:xmlns:container"><rootfiles><rootfile full-path="content.opf" media-type="application/oebps-package+xml"/></rootfiles></container>"#
+                        .utf8)
+            ),
+            ("content.opf", package),
+        ]
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let file = dir.path("not-utf8.epub")
+        try Data(StoredZIP.make(entries)).write(to: file)
+        let error = #expect(throws: ValidationFailure.self) { try BookValidator().check(path: file.path) }
+        #expect(error?.reason.contains("UTF-8") == true, "\(error?.reason ?? "")")
+        // In another declared encoding, libxml2 decodes it first: not refused for its encoding.
+        #expect(
+            UntrustedXML.encodingProblem(Array(#"<?xml version="1.0" encoding="ISO-8859-1"?><a"#.utf8) + [0xE9] + Array("/>".utf8)) == nil)
+    }
+
     @Test("titles and names are bounded in bytes after normalisation, whoever sets them")
     func boundedMetadata() throws {
         let accents = "e" + String(repeating: "\u{301}", count: 200_000)

@@ -5,7 +5,8 @@ import Testing
 
 @testable import BookCache
 
-/// A seeded mutation fuzzer for the validators and the manifest parser: thousands of damaged
+/// A seeded mutation fuzzer for the validators (and so the container and package parsers), the
+/// manifest parser and the feed parser: thousands of damaged
 /// variants of real inputs, each of which must be answered (accepted or refused with a reason)
 /// without a crash or a hang. Inputs that once crashed are kept in `Fixtures/fuzz/` and rerun.
 ///
@@ -56,6 +57,8 @@ struct MutationFuzzTests {
             let path = folder.appendingPathComponent(name).path
             if name.hasSuffix(".jsonl") {
                 _ = ManifestParser().parse(try Data(contentsOf: URL(fileURLWithPath: path)))
+            } else if name.hasSuffix(".xml") {
+                #expect(throws: BookCacheError.self) { try FeedParser().page(in: try Data(contentsOf: URL(fileURLWithPath: path))) }
             } else {
                 _ = try? BookValidator().validate(path: path)
             }
@@ -90,6 +93,39 @@ struct MutationFuzzTests {
         }
         #expect(problems > 0)
         print("fuzz manifests: \(Self.rounds * 5) inputs, \(entries) entries, \(problems) problems")
+    }
+
+    @Test(
+        "the feed parser answers every mutated real feed (Feedbooks' OPDS test catalogue), entity declarations refused",
+        arguments: ["catalog/root.xml", "catalog/acquisition/main.xml", "opds-2/publications.json", "opds-2/home.json"])
+    func feeds(seedFile: String) throws {
+        let folder = Fixtures.repositoryRoot.appendingPathComponent("Fixtures/feeds/feedbooks-opds-test-catalog")
+        let original = try Data(contentsOf: folder.appendingPathComponent(seedFile))
+        var random = FuzzRandom(seed: seedFile.utf8.reduce(0xcbf2_9ce4_8422_2325) { ($0 ^ UInt64($1)) &* 0x100_0000_01b3 })
+        let parser = FeedParser(baseURL: URL(string: "https://feedbooks.github.io/opds-test-catalog/")!)
+        var pages = 0
+        var refused = 0
+        for round in 0..<Self.rounds {
+            var input = Self.mutate(original, with: &random)
+            // One input in eight carries a DTD of its own, with entities to expand: always refused.
+            let withDTD = round % 8 == 7 && seedFile.hasSuffix(".xml")
+            if withDTD {
+                let declaration = #"<!DOCTYPE feed [<!ENTITY a "aaaaaaaaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;">]>"#
+                input = Data(declaration.utf8) + input
+            }
+            try input.write(to: Self.lastInput)
+            do {
+                let page = try parser.page(in: input)
+                #expect(!withDTD, "a feed with a DTD of its own was parsed")
+                for entry in page.entries { #expect(entry.position > 0) }
+                pages += 1
+            } catch {
+                #expect(!error.message.isEmpty)
+                refused += 1
+            }
+        }
+        #expect(pages + refused == Self.rounds)
+        print("fuzz \(seedFile): \(Self.rounds) inputs, \(pages) read, \(refused) refused")
     }
 
     /// One to four random edits: bit flips, byte overwrites, truncation, duplicated or dropped

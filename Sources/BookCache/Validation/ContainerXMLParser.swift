@@ -86,11 +86,12 @@ protocol ValidatingXMLDelegate: XMLParserDelegate {
     var failure: ValidationFailure? { get }
 }
 
-/// Parses `data` without a DTD of its own (``UntrustedXML``) or resolving external entities, with namespaces, and throws the
+/// Parses `data` once ``UntrustedXML`` passed it (UTF-8 as it says, no DTD of its own), without resolving external
+/// entities, with namespaces, and throws the
 /// delegate's failure or the parser's error (both checked: on Linux `parse()` returns `true` for
 /// some malformed documents).
 func parseXML(_ data: [UInt8], with delegate: some ValidatingXMLDelegate, named name: String) throws(ValidationFailure) {
-    if let problem = UntrustedXML.dtdProblem(data) {
+    if let problem = UntrustedXML.problem(data) {
         throw ValidationFailure("\(name) cannot be read: \(problem)", kind: .invalidPackageDocument)
     }
     let parser = XMLParser(data: Data(data))
