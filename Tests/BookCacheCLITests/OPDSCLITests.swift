@@ -321,4 +321,43 @@ struct OPDSCLITests {
             }
         }
     }
+
+    @Test(
+        "thirty wrong reader logins at once from one address: at most ten are hashed (401), the rest 429 saying why; a reader logged in before still reads"
+    )
+    func loginFlood() async throws {
+        try await withServerAndDirectory(directory: Fixtures.books) { _, dir in
+            let cache = dir.path("cache").path
+            let set = try await ProcessRunner.run(
+                "bookcache", ["serve", "--opds-password", "--cache-dir", cache], stdin: Data((Self.password + "\n").utf8))
+            try #require(set.status == 0, "\(set.stderr)")
+            let service = try await Service.start(cache: cache)
+            defer { service.process.send(SIGKILL) }
+            // Given a reader who logged in
+            #expect(try await service.http("GET", "/opds", token: .some(nil), headers: [Self.basic(Self.password)]).status == 200)
+
+            // When thirty wrong logins arrive at once from the same address (a NAT, the TLS proxy)
+            let statuses = try await withThrowingTaskGroup(of: ServiceCLITests.HTTPAnswer.self) { group in
+                for _ in 0..<30 {
+                    group.addTask { try await service.http("GET", "/opds", token: .some(nil), headers: [Self.basic("wrong password")]) }
+                }
+                return try await group.reduce(into: [ServiceCLITests.HTTPAnswer]()) { $0.append($1) }
+            }
+
+            // Then at most ten were hashed and answered 401; the rest were turned away before the hash
+            #expect(statuses.filter { $0.status == 401 }.count <= 10, "\(statuses.map(\.status))")
+            #expect(statuses.allSatisfy { [401, 429].contains($0.status) }, "\(statuses.map(\.status))")
+            // (those turned away as busy were not counted: one by one, the address is locked out by the eleventh)
+            var refused: ServiceCLITests.HTTPAnswer?
+            for _ in 0...10 where refused == nil {
+                let answer = try await service.http("GET", "/opds", token: .some(nil), headers: [Self.basic("wrong password")])
+                if answer.status == 429, answer.body.contains("tooManyLogins") { refused = answer }
+            }
+            let lockedOut = try #require(refused, "ten wrong logins lock the address out")
+            #expect(lockedOut.body.contains("wrong reader passwords"), "\(lockedOut.body)")
+            #expect(lockedOut.headers["retry-after"] != nil)
+            // And the reader who logged in before still reads
+            #expect(try await service.http("GET", "/opds", token: .some(nil), headers: [Self.basic(Self.password)]).status == 200)
+        }
+    }
 }
