@@ -28,7 +28,8 @@ extension OPDSCatalogue.Feed {
             for author in book.authors { xml += "    <author><name>\(Self.escape(author))</name></author>\n" }
             xml += "    <dc:identifier>urn:bookcache:book:\(Self.escape(book.id))</dc:identifier>\n"
             if let language = book.language { xml += "    <dc:language>\(Self.escape(language))</dc:language>\n" }
-            xml += "    <dc:issued>\(Self.stamp(book.downloadedAt).prefix(10))</dc:issued>\n"
+            // No dc:issued: it is the publication's date (OPDS 1.2 §5), which the cache does not
+            // know; `updated` says when the entry changed.
             for link in Self.bookLinks(book) { xml += "    " + Self.atomLink(link) + "\n" }
             xml += "  </entry>\n"
         }

@@ -16,9 +16,19 @@ extension APIServer {
             )
             .add(middleware: APIErrorMiddleware())
 
+        // Every route answers HEAD as it answers GET (KOReader sends a HEAD before each feed),
+        // behind the same door: the same 401 with its challenge, the same head without the body.
+        func route(
+            _ group: RouterGroup<ServiceRequestContext>, _ path: RouterPath = "",
+            _ handler: @escaping @Sendable (Request, ServiceRequestContext) async throws -> Response
+        ) {
+            group.on(path, method: .get, use: handler)
+            group.on(path, method: .head) { request, context in Self.headOnly(try await handler(request, context)) }
+        }
+
         for flavour in [OPDSCatalogue.Flavour.atom, .json] {
             let group = flavour == .atom ? opds : opds.group("v2")
-            group.get { request, _ -> Response in
+            route(group) { request, _ -> Response in
                 let strings = Self.strings(request)
                 return Self.feed(try await catalogue.root(flavour, strings: strings), flavour, request)
             }
@@ -26,13 +36,13 @@ extension APIServer {
                 ("new", .newest), ("ebooks", .type(.ebook)), ("magazines", .type(.magazine)), ("pinned", .pinned),
             ]
             for (path, selection) in selections {
-                group.get(RouterPath(path)) { request, _ -> Response in
+                route(group, RouterPath(path)) { request, _ -> Response in
                     let after = try Self.parameter("after", of: request)
                     let feed = try await catalogue.books(selection, after: after, flavour, strings: Self.strings(request))
                     return Self.feed(feed, flavour, request)
                 }
             }
-            group.get("author") { request, _ -> Response in
+            route(group, "author") { request, _ -> Response in
                 guard let name = try Self.parameter("name", of: request), !name.isEmpty else {
                     throw APIBadRequest(message: "name the author: \(flavour.root)/author?name=NAME")
                 }
@@ -40,7 +50,7 @@ extension APIServer {
                     .author(name), after: try Self.parameter("after", of: request), flavour, strings: Self.strings(request))
                 return Self.feed(feed, flavour, request)
             }
-            group.get("search") { request, _ -> Response in
+            route(group, "search") { request, _ -> Response in
                 let key = flavour == .atom ? "q" : "query"
                 guard let terms = try Self.parameter(key, of: request) ?? Self.parameter("q", of: request),
                     !terms.trimmingCharacters(in: .whitespaces).isEmpty
@@ -51,7 +61,7 @@ extension APIServer {
                     .search(terms), after: try Self.parameter("after", of: request), flavour, strings: Self.strings(request))
                 return Self.feed(feed, flavour, request)
             }
-            group.get("authors") { request, _ -> Response in
+            route(group, "authors") { request, _ -> Response in
                 let offsetText = try Self.parameter("offset", of: request)
                 guard let offset = offsetText.map({ Int($0) }) ?? 0, (0...10_000_000).contains(offset) else {
                     throw APIBadRequest(message: "offset must be a number of authors to skip")
@@ -59,7 +69,7 @@ extension APIServer {
                 return Self.feed(try await catalogue.authors(offset: offset, flavour, strings: Self.strings(request)), flavour, request)
             }
         }
-        opds.get("search.xml") { request, _ -> Response in
+        route(opds, "search.xml") { request, _ -> Response in
             Response(
                 status: .ok,
                 headers: [
@@ -84,7 +94,11 @@ extension APIServer {
         let body: ByteBuffer =
             switch flavour {
             case .atom: ByteBuffer(string: feed.atom(updated: Date()))
-            case .json: ByteBuffer(bytes: feed.json(emptyText: strings(request)["Nothing here yet: back to the catalogue"] ?? ""))
+            // The key is the English text (English has no table of its own): never an empty title.
+            case .json:
+                ByteBuffer(
+                    bytes: feed.json(
+                        emptyText: strings(request)["Nothing here yet: back to the catalogue"] ?? "Nothing here yet: back to the catalogue"))
             }
         return Response(
             status: .ok,
@@ -94,6 +108,13 @@ extension APIServer {
                 .vary: "Accept-Language",
             ],
             body: ResponseBody(byteBuffer: body))
+    }
+
+    /// The head of a `GET` answer, for `HEAD`: its status and headers, with the length of the body it leaves out.
+    static func headOnly(_ response: Response) -> Response {
+        var head = Response(status: response.status, headers: response.headers)
+        if let length = response.body.contentLength { head.headers[.contentLength] = String(length) }
+        return head
     }
 
     static func strings(_ request: Request) -> [String: String] {
@@ -126,8 +147,11 @@ extension APIServer {
         text.replacingOccurrences(of: "+", with: " ").removingPercentEncoding
     }
 
-    /// `Content-Disposition` naming the file after the book's title (`Title.epub`): an ASCII
-    /// fallback and the UTF-8 name (RFC 6266), without path separators, quotes or control characters.
+    /// `Content-Disposition` naming the file after the book's title (`Title.epub`): the UTF-8 name
+    /// (`filename*`, RFC 6266) and an ASCII one for readers that take only `filename` (KOReader's
+    /// "use server file names"), transliterated — "Über Größe & Maß" is `Uber Grosse & Mass`, 红楼梦
+    /// is `hong lou meng` — or, where nothing transliterates, the book's id; both without path
+    /// separators, quotes or control characters.
     static func attachment(_ book: CachedBookMetadata) -> String {
         let ext = book.format == .pdf ? "pdf" : "epub"
         // A record made before titles were bounded may hold a huge one: the header is bounded here.
@@ -137,7 +161,12 @@ extension APIServer {
             }
         ).trimmingCharacters(in: .whitespaces)
         if name.isEmpty || name.hasPrefix(".") { name = book.bookId }
-        let ascii = String(name.unicodeScalars.map { $0.isASCII && $0 != "%" && $0 != ";" ? Character($0) : "_" })
+        let latin = name.applyingTransform(StringTransform("Any-Latin; Latin-ASCII"), reverse: false) ?? name
+        var ascii = String(latin.unicodeScalars.map { $0.isASCII && $0.value >= 0x20 && $0 != "%" && $0 != ";" && $0 != "\"" ? Character($0) : "_" })
+            .trimmingCharacters(in: .whitespaces)
+        if !ascii.unicodeScalars.contains(where: { CharacterSet.alphanumerics.contains($0) }) || ascii.hasPrefix(".") {
+            ascii = book.bookId
+        }
         return "attachment; filename=\"\(ascii).\(ext)\"; filename*=UTF-8''\(OPDSCatalogue.percentEncoded(name)).\(ext)"
     }
 }

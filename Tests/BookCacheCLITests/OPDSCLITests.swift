@@ -276,7 +276,8 @@ struct OPDSCLITests {
                 "GET", "/opds", token: .some(nil), headers: [Self.basic(Self.password, user: "kobo"), "Host: evil.example"])
             #expect(foreign.status == 421)
 
-            // Wrong logins: 401 each, then the address is blocked — even for the right login — with Retry-After
+            // Wrong logins: 401 each, then the address is blocked with Retry-After — but not for a reader who
+            // logged in already (a NAT, the TLS proxy: every reader is one address)
             for wrong in ["kobo:nope", "reader:\(Self.password)", "kobo:", ":", "no colon"] {
                 let header = "Authorization: Basic " + Data(wrong.utf8).base64EncodedString()
                 #expect(try await service.http("GET", "/opds", token: .some(nil), headers: [header]).status == 401, "\(wrong)")
@@ -284,9 +285,11 @@ struct OPDSCLITests {
             for _ in 0..<5 {
                 _ = try await service.http("GET", "/opds", token: .some(nil), headers: ["Authorization: Basic !!notbase64"])
             }
-            let blocked = try await service.http("GET", "/opds", token: .some(nil), headers: [Self.basic(Self.password, user: "kobo")])
+            let blocked = try await service.http("GET", "/opds", token: .some(nil), headers: [Self.basic("another guess", user: "kobo")])
             #expect(blocked.status == 429, "\(blocked.status) \(blocked.body)")
             #expect(Int(blocked.headers["retry-after"] ?? "") ?? 0 > 0)
+            #expect(
+                try await service.http("GET", "/opds", token: .some(nil), headers: [Self.basic(Self.password, user: "kobo")]).status == 200)
             // The token is not held up by it
             #expect(try await service.http("GET", "/opds").status == 200)
 
@@ -358,6 +361,43 @@ struct OPDSCLITests {
             #expect(lockedOut.headers["retry-after"] != nil)
             // And the reader who logged in before still reads
             #expect(try await service.http("GET", "/opds", token: .some(nil), headers: [Self.basic(Self.password)]).status == 200)
+        }
+    }
+
+    @Test(
+        "HEAD wherever GET is, behind the same door; an empty OPDS 2 feed's one link has a title; no dc:issued (the cache does not know the publication date)"
+    )
+    func headAndEmptyFeeds() async throws {
+        try await withServerAndDirectory(directory: Fixtures.books) { server, dir in
+            let cache = try await filledCache(server, dir, count: 3)
+            let service = try await Service.start(cache: cache)
+            defer { service.process.send(SIGKILL) }
+            let reader = Self.basic(Self.password)
+            let feeds = [
+                "/opds", "/opds/new", "/opds/ebooks", "/opds/magazines", "/opds/pinned", "/opds/authors", "/opds/author?name=Jane%20Austen",
+                "/opds/search?q=Book", "/opds/search.xml", "/opds/v2", "/opds/v2/new", "/opds/v2/ebooks", "/opds/v2/magazines",
+                "/opds/v2/pinned", "/opds/v2/authors", "/opds/v2/author?name=Jane%20Austen", "/opds/v2/search?query=Book",
+            ]
+            for path in feeds {
+                // With the reader login: GET's status and headers, no body
+                let get = try await service.http("GET", path, token: .some(nil), headers: [reader])
+                let head = try await service.http("HEAD", path, token: .some(nil), headers: [reader])
+                #expect(get.status == 200 && head.status == 200, "\(path): GET \(get.status), HEAD \(head.status)")
+                #expect(head.headers["content-type"] == get.headers["content-type"], "\(path)")
+                #expect(head.body.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty, "\(path)")
+                // Without: 401 with its challenge, as for GET
+                let none = try await service.http("HEAD", path, token: .some(nil))
+                #expect(none.status == 401 && none.headers["www-authenticate"]?.hasPrefix("Basic ") == true, "\(path): \(none.status)")
+            }
+            // An empty feed (a search with no match, nothing pinned): one navigation link, titled
+            for path in ["/opds/v2/search?query=zzzz", "/opds/v2/pinned"] {
+                let answer = try await service.http("GET", path, token: .some(nil), headers: [reader])
+                let json = try #require(try JSONSerialization.jsonObject(with: Data(answer.body.utf8)) as? [String: Any])
+                let navigation = try #require(json["navigation"] as? [[String: Any]], "\(path)")
+                #expect(navigation.allSatisfy { ($0["title"] as? String)?.isEmpty == false }, "\(path): \(navigation)")
+            }
+            let atom = try await service.http("GET", "/opds/new", token: .some(nil), headers: [reader])
+            #expect(atom.body.contains("<entry>") && !atom.body.contains("dc:issued"))
         }
     }
 }

@@ -60,9 +60,15 @@ struct OPDSTests {
         let accents = APIServer.attachment(try book(title: "e" + String(repeating: "\u{301}", count: 200_000)))
         #expect(accents.utf8.count < 1024, "\(accents.utf8.count) bytes")
         #expect(APIServer.attachment(try book(title: "../../etc/passwd")).contains(#"filename="b1.epub""#), "a name that starts with a dot")
+        // The ASCII name, for readers that ignore filename* (KOReader), is transliterated
         #expect(
             APIServer.attachment(try book(title: "Émile 中文")).contains(
-                #"filename="_mile __.epub"; filename*=UTF-8''%C3%89mile%20%E4%B8%AD%E6%96%87.epub"#))
+                #"filename="Emile zhong wen.epub"; filename*=UTF-8''%C3%89mile%20%E4%B8%AD%E6%96%87.epub"#))
+        #expect(APIServer.attachment(try book(title: "Über Größe & Maß")).contains(#"filename="Uber Grosse & Mass.epub""#))
+        #expect(APIServer.attachment(try book(title: "红楼梦")).contains(#"filename="hong lou meng.epub""#))
+        // Where nothing transliterates, the book's id stands in
+        #expect(
+            APIServer.attachment(try book(title: "🙂🙂")).contains(#"filename="b1.epub"; filename*=UTF-8''%F0%9F%99%82%F0%9F%99%82.epub"#))
         // A title that is nothing, or a hidden file's name, is the book's id
         #expect(APIServer.attachment(try book(title: "  ")).contains(#"filename="b1.epub""#))
         #expect(APIServer.attachment(try book(title: ".bashrc")).contains(#"filename="b1.epub""#))

@@ -130,7 +130,8 @@ struct HostileCatalogueTests {
     func sourceLeavesTheUsersBooks() async throws {
         let alice = try Fixtures.data("alice.epub")
         let pride = try Fixtures.data("pride.epub")
-        try await withServerAndDirectory(files: ["alice.epub": alice, "evil.epub": pride, "own.epub": alice]) { server, dir in
+        try await withServerAndDirectory(files: ["alice.epub": alice, "evil.epub": pride, "evil2.epub": pride, "own.epub": alice]) {
+            server, dir in
             // Given the user's own book, pinned, and a book a source brought
             let manager = makeManager(dir)
             _ = try await manager.download(try request(server, "alice.epub", id: "ebook-alice"))
@@ -141,7 +142,7 @@ struct HostileCatalogueTests {
             // When the source asks to refresh both, from other bytes
             let lines = [
                 #"{"id": "alice", "refresh": true, "url": "\#(server.baseURL)/evil.epub"}"#,
-                #"{"id": "own", "refresh": true, "url": "\#(server.baseURL)/evil.epub"}"#,
+                #"{"id": "own", "refresh": true, "url": "\#(server.baseURL)/evil2.epub"}"#,
             ]
             _ = try await manager.sync(.data(Data(lines.joined(separator: "\n").utf8), name: "src"), keep: 5, force: true)
 
@@ -150,7 +151,8 @@ struct HostileCatalogueTests {
             #expect(try Data(contentsOf: users) == alice)
             let own = try #require(try await manager.open(try BookID(parsing: "ebook-own")))
             #expect(try Data(contentsOf: own) == pride)
-            #expect(server.requestCount(for: "/evil.epub") == 1)
+            #expect(server.requestCount(for: "/evil2.epub") == 1)
+            #expect(server.requestCount(for: "/evil.epub") == 0, "the user's book was not even fetched again")
         }
     }
 }

@@ -65,9 +65,10 @@ extension BookCacheManager {
 
         let wanted = listing.entries
         let protected = try booksTheSourceMayNotReplace(wanted, source: source.key)
+        let sameFile = Self.sameFileAsEarlier(wanted)
         var items = [SyncReport.Item?](repeating: nil, count: wanted.count)
         await withTaskGroup(of: (Int, SyncReport.Item).self) { group in
-            for (position, entry) in wanted.enumerated() {
+            for (position, entry) in wanted.enumerated() where sameFile[position] == nil {
                 group.addTask {
                     var request: BookDownloadRequest
                     switch entry {
@@ -96,6 +97,13 @@ extension BookCacheManager {
             }
             for await (position, item) in group { items[position] = item }
         }
+        // An entry with the file of an earlier one is that book, as a URL cached by an earlier run is.
+        for (position, first) in sameFile {
+            items[position] = items[first].map { item in
+                guard item.status != .failed else { return item }
+                return SyncReport.Item(id: item.id, status: .alreadyCached)
+            }
+        }
         let finished = items.compactMap { $0 }
         let keepIDs = Set(finished.compactMap(\.id))
         // A listing cut short says nothing about the books after it: none is removed.
@@ -112,6 +120,21 @@ extension BookCacheManager {
             report.lastSuccess = now()
         }
         return report
+    }
+
+    /// Entries whose file (the same URL but for its login, fragment and the case of its scheme and
+    /// host, for the same type) an earlier entry of the listing has: their positions, and the
+    /// earlier entry's. One URL is one book within a run as across runs: a catalogue that lists one
+    /// file under seven ids caches one book, not seven copies.
+    static func sameFileAsEarlier(_ wanted: [Result<BookDownloadRequest, ManifestProblem>]) -> [Int: Int] {
+        var first: [String: Int] = [:]
+        var same: [Int: Int] = [:]
+        for (position, entry) in wanted.enumerated() {
+            guard case .success(let request) = entry else { continue }
+            let key = "\(request.id.type.rawValue) \(BookDownloadRequest.identityKey(for: request.url))"
+            if let earlier = first[key] { same[position] = earlier } else { first[key] = position }
+        }
+        return same
     }
 
     /// The books a source's `refresh` may not replace: a source changes only the books it brought,
