@@ -98,7 +98,8 @@ extension APIServer {
             case .json:
                 ByteBuffer(
                     bytes: feed.json(
-                        emptyText: strings(request)["Nothing here yet: back to the catalogue"] ?? "Nothing here yet: back to the catalogue"))
+                        emptyText: strings(request)["Nothing here yet: back to the catalogue"] ?? "Nothing here yet: back to the catalogue")
+                )
             }
         return Response(
             status: .ok,
@@ -162,8 +163,10 @@ extension APIServer {
         ).trimmingCharacters(in: .whitespaces)
         if name.isEmpty || name.hasPrefix(".") { name = book.bookId }
         let latin = name.applyingTransform(StringTransform("Any-Latin; Latin-ASCII"), reverse: false) ?? name
-        var ascii = String(latin.unicodeScalars.map { $0.isASCII && $0.value >= 0x20 && $0 != "%" && $0 != ";" && $0 != "\"" ? Character($0) : "_" })
-            .trimmingCharacters(in: .whitespaces)
+        var ascii = String(
+            latin.unicodeScalars.map { $0.isASCII && $0.value >= 0x20 && $0 != "%" && $0 != ";" && $0 != "\"" ? Character($0) : "_" }
+        )
+        .trimmingCharacters(in: .whitespaces)
         if !ascii.unicodeScalars.contains(where: { CharacterSet.alphanumerics.contains($0) }) || ascii.hasPrefix(".") {
             ascii = book.bookId
         }
