@@ -194,6 +194,30 @@ struct BudgetTests {
         }
     }
 
+    @Test("reads are recorded for LRU the first time after caching, then at most once a minute a book: no index write per request")
+    func accessResolution() async throws {
+        try await withServerAndDirectory(files: files(1)) { server, dir in
+            let clock = ManualClock()
+            let manager = manager(dir, clock: clock)
+            let id = try BookID(parsing: "ebook-b0")
+            _ = try await manager.download(try request(server, "b0.epub", id: "ebook-b0"))
+            clock.advance(by: 5)
+            let firstRead = clock.now
+            _ = try await manager.cachedFile(for: id)
+            #expect(try await manager.metadata(for: id)?.lastAccessedAt == firstRead, "the first read after caching counts")
+            clock.advance(by: 30)
+            _ = try await manager.cachedFile(for: id)
+            #expect(try await manager.metadata(for: id)?.lastAccessedAt == firstRead, "a read within the minute writes nothing")
+            clock.advance(by: 31)
+            _ = try await manager.cachedFile(for: id)
+            #expect(try await manager.metadata(for: id)?.lastAccessedAt == clock.now)
+            // touch records every call
+            clock.advance(by: 1)
+            try await manager.touch(id)
+            #expect(try await manager.metadata(for: id)?.lastAccessedAt == clock.now)
+        }
+    }
+
     @Test("prune: dry run, older-than, and pinned books left alone")
     func prune() async throws {
         try await withServerAndDirectory(files: files(3)) { server, dir in

@@ -103,7 +103,11 @@ public actor BookCacheManager {
         return .cached(size: record.fileSize, date: record.downloadedAt)
     }
 
-    /// The cached file for a book, or `nil` when it is not cached. Records the access for LRU.
+    /// The cached file for a book, or `nil` when it is not cached. Records the access for LRU: the
+    /// first since the book was cached, then at most once a minute a book (``accessResolution``),
+    /// so a reader paging through a shelf, or a server asked for the same file again and again,
+    /// does not pay an index write and a synced sidecar each time. A crash loses at most that
+    /// minute of LRU order; ``touch(_:)`` records every call.
     /// - Parameter id: The book.
     /// - Returns: The file's URL.
     /// - Throws: ``BookCacheError`` when the cache cannot be read or written.
@@ -111,6 +115,10 @@ public actor BookCacheManager {
     /// the access is not recorded; a warning is logged.
     public func cachedFile(for id: BookID) throws(BookCacheError) -> URL? {
         guard let record = try cachedRecord(id) else { return nil }
+        let firstRead = record.lastAccessedAt == record.downloadedAt
+        guard firstRead || configuration.now().timeIntervalSince(record.lastAccessedAt) >= Self.accessResolution else {
+            return layout.url(forRelativePath: record.localPath)
+        }
         do {
             try touch(id)
         } catch  where error.kind == .cacheDirectoryUnusable {
@@ -204,6 +212,9 @@ public actor BookCacheManager {
                 metadata: ["id": "\(record.id)", "error": "\(error)"])
         }
     }
+
+    /// How close together two accesses of a book may be recorded as one (``cachedFile(for:)``).
+    public static let accessResolution: TimeInterval = 60
 
     /// Records that a book was used now, for LRU eviction.
     /// - Parameter id: The book.
