@@ -3,6 +3,10 @@ import DownloadQueue
 import Foundation
 import Hummingbird
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// A cached book's file as an HTTP response: the whole file, or one byte range (`Range:
 /// bytes=A-B`, `bytes=A-`, `bytes=-N`) with `206`; `416` for a range outside the file. With
 /// `If-Range`, the range is served only when its entity tag is the file's (strong comparison,
@@ -12,14 +16,13 @@ import Hummingbird
 enum BookFile {
     static func response(for url: URL, book: CachedBookMetadata, range: String?, ifRange: String? = nil, headOnly: Bool = false) -> Response
     {
-        let handle: FileHandle
-        let size: Int64
+        let file: OpenFile
         do {
-            handle = try FileHandle(forReadingFrom: url)
-            size = Int64(try handle.seekToEnd())
+            file = try OpenFile(url)
         } catch {
             return APIResponse.error(.notFound, kind: "notCached", "\(book.id)'s file cannot be read (\(error)); run bookcache verify")
         }
+        let size = file.size
         var headers: HTTPFields = [
             .contentType: book.format == .pdf ? "application/pdf" : "application/epub+zip",
             .acceptRanges: "bytes", .cacheControl: "no-store",
@@ -34,7 +37,7 @@ enum BookFile {
         let rangeApplies = ifRange.map { $0.trimmingCharacters(in: .whitespaces) == etag } ?? true
         if let range, rangeApplies, let parsed = parse(range, size: size) {
             guard let (from, to) = parsed else {
-                try? handle.close()
+                file.close()
                 headers[.contentRange] = "bytes */\(size)"
                 return Response(status: .rangeNotSatisfiable, headers: headers)
             }
@@ -45,25 +48,24 @@ enum BookFile {
         let length = max(0, last - first + 1)
         headers[.contentLength] = String(length)
         if headOnly {
-            try? handle.close()
+            file.close()
             return Response(status: status, headers: headers)
         }
         let start = first
-        let box = HandleBox(handle)
         return Response(
             status: status, headers: headers,
             body: ResponseBody(contentLength: Int(length)) { writer in
-                defer { box.close() }
+                defer { file.close() }
                 var offset = start
                 var remaining = length
                 while remaining > 0 {
-                    let count = Int(min(remaining, 256 * 1024))
+                    let count = Int(min(remaining, Int64(OpenFile.chunkBytes)))
                     let at = offset
-                    let chunk = try await BlockingWork.run { () throws -> Data in try box.read(at: at, count: count) }
-                    guard !chunk.isEmpty else { break }
-                    try await writer.write(ByteBuffer(bytes: chunk))
-                    offset += Int64(chunk.count)
-                    remaining -= Int64(chunk.count)
+                    let chunk = try await BlockingWork.run { () throws -> ByteBuffer in try file.read(at: at, count: count) }
+                    guard chunk.readableBytes > 0 else { break }
+                    offset += Int64(chunk.readableBytes)
+                    remaining -= Int64(chunk.readableBytes)
+                    try await writer.write(chunk)
                 }
                 try await writer.finish(nil)
             })
@@ -87,26 +89,62 @@ enum BookFile {
     }
 }
 
-/// A file handle read from blocking-work threads, one read at a time.
-// Unchecked: one read at a time, each awaited before the next; a lock orders close after the last.
-final class HandleBox: @unchecked Sendable {
-    // Reads are sequential (each awaited before the next), so the handle is never used by two
-    // threads at once; the lock only orders `close` after the last read.
-    private let handle: FileHandle
-    private let lock = NSLock()
+/// A book's file, open for one response: read with `pread` from blocking-work threads, one read at
+/// a time, straight into the buffers NIO writes (no `Data` in between).
+// Unchecked: reads are sequential (each awaited before the next); a lock orders close after the last.
+final class OpenFile: @unchecked Sendable {
+    /// Bytes read in one hop to a blocking-work thread: a 1 MiB book is two.
+    static let chunkBytes = 512 << 10
 
-    init(_ handle: FileHandle) {
-        self.handle = handle
+    private let fd: Int32
+    private let lock = NSLock()
+    private var closed = false
+    /// The file's size when it was opened.
+    let size: Int64
+
+    init(_ url: URL) throws {
+        let fd = open(url.path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw FileSystem.CallError(operation: "open", path: url.lastPathComponent, code: errno) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
+            let code = errno
+            _ = Glibc.close(fd)
+            throw FileSystem.CallError(operation: "stat", path: url.lastPathComponent, code: code == 0 ? EINVAL : code)
+        }
+        self.fd = fd
+        self.size = Int64(info.st_size)
     }
 
-    func read(at offset: Int64, count: Int) throws -> Data {
+    /// Up to `count` bytes at `offset`; fewer only at the end of the file.
+    func read(at offset: Int64, count: Int) throws -> ByteBuffer {
         try lock.withLock {
-            try handle.seek(toOffset: UInt64(offset))
-            return try handle.read(upToCount: count) ?? Data()
+            var buffer = ByteBufferAllocator().buffer(capacity: count)
+            try buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: count) { bytes in
+                var total = 0
+                while total < count {
+                    let n = pread(fd, bytes.baseAddress! + total, count - total, off_t(offset) + off_t(total))
+                    if n < 0 {
+                        if errno == EINTR { continue }
+                        throw FileSystem.CallError(operation: "read", path: "a book's file", code: errno)
+                    }
+                    if n == 0 { break }
+                    total += n
+                }
+                return total
+            }
+            return buffer
         }
     }
 
     func close() {
-        lock.withLock { try? handle.close() }
+        lock.withLock {
+            guard !closed else { return }
+            closed = true
+            _ = Glibc.close(fd)
+        }
+    }
+
+    deinit {
+        close()
     }
 }
