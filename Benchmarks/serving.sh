@@ -63,7 +63,8 @@ targets=(
 )
 for round in $(seq "$rounds"); do
   # Alternate the order, so no server always runs first (or second) in a round
-  order=("${targets[@]}"); (( round % 2 )) || order=($(printf '%s\n' "${targets[@]}" | tac))
+  order=("${targets[@]}")
+  (( round % 2 )) || mapfile -t order < <(printf '%s\n' "${targets[@]}" | tac)
   for target in "${order[@]}"; do
     IFS='|' read -r name url header <<<"$target"
     read -r r p < <(run "$name" "$url" "$header")
