@@ -18,6 +18,24 @@ struct HostileCatalogueTests {
             """.utf8)
     }
 
+    /// An EPUB whose package document (`content.opf`) is `package`, with a chapter beside it.
+    static func epub(package: [UInt8], in dir: TemporaryDirectory) throws -> URL {
+        let entries: [(name: String, bytes: [UInt8])] = [
+            ("mimetype", Array("application/epub+zip".utf8)),
+            (
+                "META-INF/container.xml",
+                Array(
+                    #"<?xml version="1.0"?><container version="1.0" xmlns="urn:oasis:names:tc:opendocument:xmlns:container"><rootfiles><rootfile full-path="content.opf" media-type="application/oebps-package+xml"/></rootfiles></container>"#
+                        .utf8)
+            ),
+            ("content.opf", package),
+            ("c.xhtml", Array("<html xmlns=\"http://www.w3.org/1999/xhtml\"><body>x</body></html>".utf8)),
+        ]
+        let file = dir.path("book.epub")
+        try Data(StoredZIP.make(entries)).write(to: file)
+        return file
+    }
+
     @Test("an OPDS feed with a DTD of its own (where entities are declared) is refused before it is parsed; a plain DOCTYPE is not")
     func feedWithEntities() throws {
         let entry =
@@ -42,26 +60,12 @@ struct HostileCatalogueTests {
 
     @Test("an EPUB whose package document declares entities is refused, saying why")
     func packageWithEntities() throws {
-        let entries: [(name: String, bytes: [UInt8])] = [
-            ("mimetype", Array("application/epub+zip".utf8)),
-            (
-                "META-INF/container.xml",
-                Array(
-                    #"<?xml version="1.0"?><container version="1.0" xmlns="urn:oasis:names:tc:opendocument:xmlns:container"><rootfiles><rootfile full-path="content.opf" media-type="application/oebps-package+xml"/></rootfiles></container>"#
-                        .utf8)
-            ),
-            (
-                "content.opf",
-                Array(
-                    #"<?xml version="1.0"?><!DOCTYPE package [<!ENTITY t "Title">]><package xmlns="http://www.idpf.org/2007/opf" version="3.0"><metadata xmlns:dc="http://purl.org/dc/elements/1.1/"><dc:title>&t;</dc:title></metadata><manifest><item id="c" href="c.xhtml" media-type="application/xhtml+xml"/></manifest><spine><itemref idref="c"/></spine></package>"#
-                        .utf8)
-            ),
-            ("c.xhtml", Array("<html xmlns=\"http://www.w3.org/1999/xhtml\"><body>x</body></html>".utf8)),
-        ]
+        let package = Array(
+            #"<?xml version="1.0"?><!DOCTYPE package [<!ENTITY t "Title">]><package xmlns="http://www.idpf.org/2007/opf" version="3.0"><metadata xmlns:dc="http://purl.org/dc/elements/1.1/"><dc:title>&t;</dc:title></metadata><manifest><item id="c" href="c.xhtml" media-type="application/xhtml+xml"/></manifest><spine><itemref idref="c"/></spine></package>"#
+                .utf8)
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
-        let file = dir.path("entities.epub")
-        try Data(StoredZIP.make(entries)).write(to: file)
+        let file = try Self.epub(package: package, in: dir)
         let error = #expect(throws: ValidationFailure.self) { try BookValidator().check(path: file.path) }
         #expect(error?.reason.contains("DTD") == true, "\(error?.reason ?? "")")
     }
@@ -71,20 +75,9 @@ struct HostileCatalogueTests {
         var package = Array(
             #"<?xml version="1.0" encoding="UTF-8"?><package xmlns="http://www.idpf.org/2007/opf" version="3.0"><metadata><"#.utf8)
         package += [0xFF, 0xFE] + Array(#"/></metadata><manifest/><spine/></package>"#.utf8)
-        let entries: [(name: String, bytes: [UInt8])] = [
-            ("mimetype", Array("application/epub+zip".utf8)),
-            (
-                "META-INF/container.xml",
-                Array(
-                    #"<?xml version="1.0"?><container version="1.0" xmlns="urn:oasis:names:tc:opendocument:xmlns:container"><rootfiles><rootfile full-path="content.opf" media-type="application/oebps-package+xml"/></rootfiles></container>"#
-                        .utf8)
-            ),
-            ("content.opf", package),
-        ]
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
-        let file = dir.path("not-utf8.epub")
-        try Data(StoredZIP.make(entries)).write(to: file)
+        let file = try Self.epub(package: package, in: dir)
         let error = #expect(throws: ValidationFailure.self) { try BookValidator().check(path: file.path) }
         #expect(error?.reason.contains("UTF-8") == true, "\(error?.reason ?? "")")
         // In another declared encoding, libxml2 decodes it first: not refused for its encoding.

@@ -47,21 +47,25 @@ struct ServiceClient {
         guard let url = components?.url else { throw Self.unavailable }
         var request = URLRequest(url: url)
         request.timeoutInterval = 30
-        let data: Data
-        do {
-            (data, _) = try await URLSession.shared.data(for: request)
-        } catch {
-            Terminal.writeError(
-                "error: no bookcache serve answers at \(base.absoluteString) (\(error.localizedDescription)); start one with 'bookcache serve'"
-            )
-            throw Self.unavailable
-        }
+        let (data, _) = try await exchange(request)
         struct Proof: Decodable { var proof: String }
         guard let answer = try? JSONDecoder().decode(Proof.self, from: data),
             answer.proof == ServiceAccess.proof(token: token, nonce: nonce)
         else {
             Terminal.writeError(
                 "error: what listens at \(base.absoluteString) is not this cache's bookcache serve (it cannot prove it holds the token), so the token was not sent; start bookcache serve again"
+            )
+            throw Self.unavailable
+        }
+    }
+
+    /// Sends `request`; when nothing answers, says so and exits 69.
+    private func exchange(_ request: URLRequest) async throws -> (Data, URLResponse) {
+        do {
+            return try await URLSession.shared.data(for: request)
+        } catch {
+            Terminal.writeError(
+                "error: no bookcache serve answers at \(base.absoluteString) (\(error.localizedDescription)); start one with 'bookcache serve'"
             )
             throw Self.unavailable
         }
@@ -78,16 +82,7 @@ struct ServiceClient {
             request.httpBody = body
             request.setValue("application/json", forHTTPHeaderField: "Content-Type")
         }
-        let data: Data
-        let response: URLResponse
-        do {
-            (data, response) = try await URLSession.shared.data(for: request)
-        } catch {
-            Terminal.writeError(
-                "error: no bookcache serve answers at \(base.absoluteString) (\(error.localizedDescription)); start one with 'bookcache serve'"
-            )
-            throw Self.unavailable
-        }
+        let (data, response) = try await exchange(request)
         let status = (response as? HTTPURLResponse)?.statusCode ?? 0
         guard (200..<300).contains(status) else {
             let message = (try? JSONDecoder().decode(APIFailure.self, from: data))?.error.message ?? "HTTP \(status)"
