@@ -182,6 +182,12 @@ class Harness:
             run.send_signal(signal.SIGKILL)
             run.wait()
             mount.cut(f"torn {seed}")
+            # What the cut left: the bytes a resume record vouches for, if one survived
+            record = os.path.join(mount.backing, "cache", "partial", "ebook-P00.part.resume")
+            try:
+                vouched = f"a record vouching for {json.load(open(record)).get('length', 0) / (1 << 20):.0f} MiB"
+            except (OSError, ValueError):
+                vouched = "no record"
             mount = Mount(mount.backing, mount.point)
             again = bookcache(self.binary, cache, "download", "--id", "P00", "-q", url)
             cached = os.path.join(cache, "ebooks", "P00.pdf")
@@ -191,7 +197,7 @@ class Harness:
             ok = (right or not os.path.exists(cached)) and (verify.returncode == 0 or not right)
             if os.path.exists(cached) and not right:
                 ok = False
-            detail = f"cut at {at >> 20} MiB; next run exit {again.returncode}; cached {'the right bytes' if right else 'WRONG BYTES' if os.path.exists(cached) else 'nothing'}; verify exit {verify.returncode}"
+            detail = f"cut at {at >> 20} MiB, {vouched}; next run exit {again.returncode}; cached {'the right bytes' if right else 'WRONG BYTES' if os.path.exists(cached) else 'nothing'}; verify exit {verify.returncode}"
             mount.cut("keep")
             self.record("resume", f"torn {seed}", ok and again.returncode == 0, detail)
 
