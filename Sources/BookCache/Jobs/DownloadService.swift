@@ -414,8 +414,9 @@ public actor DownloadService {
             return
         }
         job.attempts += 1
-        let delay = min(
-            configuration.maxNetworkDelay.seconds, configuration.firstNetworkDelay.seconds * pow(2, Double(min(job.attempts - 1, 30))))
+        // The queue's backoff (one home for it), without jitter: a job's delays are few and long.
+        let delay = RetryPolicy(baseDelay: configuration.firstNetworkDelay, maxDelay: configuration.maxNetworkDelay, jitter: 0)
+            .backoff(beforeRetry: job.attempts, random: 0).seconds
         job.state = connection ? .waitingForNetwork : .retrying
         job.nextAttemptAt = now().addingTimeInterval(delay)
         logger.info(
