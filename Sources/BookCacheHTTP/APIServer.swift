@@ -445,19 +445,24 @@ extension APIServer {
             throw APINotFound(kind: "noCover", message: "\(book.id) has no cached cover")
         }
         let url = manager.layout.url(forRelativePath: path)
-        let data: Data
+        let image: ByteBuffer
         do {
-            data = try await BlockingWork.run { () throws -> Data in try Data(contentsOf: url) }
+            // A cover is small (20 MiB at most when fetched): read whole. The error names the file, not its folder.
+            image = try await BlockingWork.run { () throws -> ByteBuffer in
+                let file = try OpenFile(url)
+                defer { file.close() }
+                return try file.read(at: 0, count: Int(min(file.size, 32 << 20)))
+            }
         } catch {
             throw APINotFound(kind: "noCover", message: "\(book.id)'s cover cannot be read (\(error)); run bookcache verify")
         }
         return Response(
             status: .ok,
             headers: [
-                .contentType: type, .contentLength: "\(data.count)", .cacheControl: "private, max-age=86400",
+                .contentType: type, .contentLength: "\(image.readableBytes)", .cacheControl: "private, max-age=86400",
                 .contentSecurityPolicy: "sandbox; default-src 'none'",
             ],
-            body: headOnly ? ResponseBody() : ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
+            body: headOnly ? ResponseBody() : ResponseBody(byteBuffer: image))
     }
 
     /// The cached book the route's `:id` names; 404 when it is not cached.
