@@ -7,7 +7,8 @@ public struct BookDownloadRequest: Sendable, Hashable {
     public var id: BookID
     /// The absolute `http` or `https` URL of the EPUB or PDF.
     public var url: URL
-    /// A title to show; the id when `nil`. Normalised and bounded in bytes (``MetadataText``).
+    /// A title to show; the id when `nil`. Normalised (Unicode NFC, whitespace folded, at most four
+    /// combining marks on a character) and cut to at most 1 KiB of UTF-8, whoever sets it.
     public var title: String? {
         didSet { title = MetadataText.title(title) }
     }
@@ -38,8 +39,8 @@ public struct BookDownloadRequest: Sendable, Hashable {
     /// id stands for the book whatever its URL, so a new (signed, expiring) URL for a cached id
     /// downloads nothing.
     public var idDerivedFromURL: Bool = false
-    /// The authors, kept in the record (a catalogue names them). Normalised and bounded in bytes
-    /// and number (``MetadataText``).
+    /// The authors, kept in the record (a catalogue names them). Normalised as ``title`` is, each
+    /// cut to at most 256 bytes of UTF-8; empty names dropped; at most 32.
     public var authors: [String] = [] {
         didSet { authors = MetadataText.names(authors) }
     }
