@@ -157,7 +157,9 @@ struct OPDSTests {
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: root) }
         try ReaderPassword(user: "kobo", password: "correct horse").write(in: root)
-        let readers = ReaderLogins(cacheRoot: root)
+        // A clock that stands still: however slowly a loaded machine hashes, the minute never passes.
+        let start = ContinuousClock.now
+        let readers = ReaderLogins(cacheRoot: root, now: { start })
         let wrong = "Basic " + Data("kobo:guess".utf8).base64EncodedString()
         // When forty wrong logins arrive at once from one address
         let outcomes = await withTaskGroup(of: ReaderLogins.Outcome.self) { group in
@@ -181,15 +183,13 @@ struct OPDSTests {
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: root) }
         try ReaderPassword(user: "kobo", password: "correct horse").write(in: root)
-        let readers = ReaderLogins(cacheRoot: root)
+        let start = ContinuousClock.now
+        let readers = ReaderLogins(cacheRoot: root, now: { start })
         let right = "Basic " + Data("kobo:correct horse".utf8).base64EncodedString()
         let wrong = "Basic " + Data("kobo:guess".utf8).base64EncodedString()
         #expect(await readers.check(basic: right, client: "127.0.0.1") == .reader)
         for _ in 0..<ReaderLogins.maxFailures { #expect(await readers.check(basic: wrong, client: "127.0.0.1") == .wrong) }
-        guard case .tooMany = await readers.check(basic: wrong, client: "127.0.0.1") else {
-            Issue.record("ten wrong passwords lock the address out")
-            return
-        }
+        #expect(await readers.check(basic: wrong, client: "127.0.0.1") == .tooMany(retryAfter: 61))
         #expect(await readers.check(basic: right, client: "127.0.0.1") == .reader)
     }
 
