@@ -66,6 +66,8 @@ fi
 # The code is formatted as .swift-format says (swift format format -i -r Sources Tests Examples Package.swift fixes it).
 swift format lint --strict -r Sources Tests Examples Package.swift
 swift build
+# The man pages in docs/man are made from the commands' help: fail when a command changed without them.
+scripts/manual.sh --check
 # A hang must fail with a clue, not run into CI's limit: the run is stopped after
 # BOOKCACHE_TEST_MINUTES (30) and the tests that started and never ended are named.
 # The output is line-buffered (stdbuf): piped, the test binary's lines sat in a buffer, and a
