@@ -401,4 +401,28 @@ struct OPDSCLITests {
             #expect(atom.body.contains("<entry>") && !atom.body.contains("dc:issued"))
         }
     }
+
+    @Test("an unusable reader-login file: a Basic login gets 401 saying what to do, without the cache's path or the decoder's words")
+    func unusableLoginFileSaysNoPath() async throws {
+        try await withServerAndDirectory(directory: Fixtures.books) { _, dir in
+            let cache = dir.path("cache").path
+            let set = try await ProcessRunner.run(
+                "bookcache", ["serve", "--opds-password", "--cache-dir", cache], stdin: Data((Self.password + "\n").utf8))
+            try #require(set.status == 0, "\(set.stderr)")
+            let service = try await Service.start(cache: cache)
+            defer { service.process.send(SIGKILL) }
+            // A login file others may read, then a damaged one
+            #expect(chmod(cache + "/opds-password.json", 0o644) == 0)
+            let readable = try await service.http("GET", "/opds", token: .some(nil), headers: [Self.basic(Self.password)])
+            try Data("{not json".utf8).write(to: URL(fileURLWithPath: cache + "/opds-password.json"))
+            #expect(chmod(cache + "/opds-password.json", 0o600) == 0)
+            let damaged = try await service.http("GET", "/opds", token: .some(nil), headers: [Self.basic(Self.password)])
+            for answer in [readable, damaged] {
+                #expect(answer.status == 401)
+                #expect(answer.headers["www-authenticate"]?.hasPrefix("Basic ") == true)
+                #expect(!answer.body.contains(cache) && !answer.body.contains("/opds-password.json"), "\(answer.body)")
+                #expect(answer.body.contains("bookcache serve --opds-password"), "\(answer.body)")
+            }
+        }
+    }
 }
