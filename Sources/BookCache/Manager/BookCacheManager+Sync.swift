@@ -131,8 +131,8 @@ extension BookCacheManager {
         var same: [Int: Int] = [:]
         for (position, entry) in wanted.enumerated() {
             guard case .success(let request) = entry else { continue }
-            let key = "\(request.id.type.rawValue) \(BookDownloadRequest.identityKey(for: request.url))"
-            if let earlier = first[key] { same[position] = earlier } else { first[key] = position }
+            let file = "\(request.id.type.rawValue) \(BookDownloadRequest.identityKey(for: request.url))"
+            if let earlier = first[file] { same[position] = earlier } else { first[file] = position }
         }
         return same
     }
