@@ -325,16 +325,21 @@ struct OPDSCLITests {
         }
     }
 
+    /// `bookcache serve` on an empty cache whose reader login (user `reader`) is ``password``.
+    static func serviceWithReaderLogin(cache: String) async throws -> Service {
+        let set = try await ProcessRunner.run(
+            "bookcache", ["serve", "--opds-password", "--cache-dir", cache], stdin: Data((password + "\n").utf8))
+        try #require(set.status == 0, "\(set.stderr)")
+        return try await Service.start(cache: cache)
+    }
+
     @Test(
         "thirty wrong reader logins at once from one address: at most ten are hashed (401), the rest 429 saying why; a reader logged in before still reads"
     )
     func loginFlood() async throws {
         try await withServerAndDirectory(directory: Fixtures.books) { _, dir in
             let cache = dir.path("cache").path
-            let set = try await ProcessRunner.run(
-                "bookcache", ["serve", "--opds-password", "--cache-dir", cache], stdin: Data((Self.password + "\n").utf8))
-            try #require(set.status == 0, "\(set.stderr)")
-            let service = try await Service.start(cache: cache)
+            let service = try await Self.serviceWithReaderLogin(cache: cache)
             defer { service.process.send(SIGKILL) }
             // Given a reader who logged in
             #expect(try await service.http("GET", "/opds", token: .some(nil), headers: [Self.basic(Self.password)]).status == 200)
@@ -406,10 +411,7 @@ struct OPDSCLITests {
     func unusableLoginFileSaysNoPath() async throws {
         try await withServerAndDirectory(directory: Fixtures.books) { _, dir in
             let cache = dir.path("cache").path
-            let set = try await ProcessRunner.run(
-                "bookcache", ["serve", "--opds-password", "--cache-dir", cache], stdin: Data((Self.password + "\n").utf8))
-            try #require(set.status == 0, "\(set.stderr)")
-            let service = try await Service.start(cache: cache)
+            let service = try await Self.serviceWithReaderLogin(cache: cache)
             defer { service.process.send(SIGKILL) }
             // A login file others may read, then a damaged one
             #expect(chmod(cache + "/opds-password.json", 0o644) == 0)

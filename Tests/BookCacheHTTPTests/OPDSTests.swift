@@ -131,66 +131,69 @@ struct OPDSTests {
         #expect(try !ReaderPassword.remove(in: root))
     }
 
-    @Test("ten failures in a minute block that address (not others) until the minute has passed")
-    func failureWindow() async throws {
+    /// Runs `body` with a fresh cache folder whose reader login is `kobo` / `correct horse`.
+    static func withReaderLogin(_ body: (URL) async throws -> Void) async throws {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("opds-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: root) }
         try ReaderPassword(user: "kobo", password: "correct horse").write(in: root)
-        let start = ContinuousClock.now
-        let clock = Mutex(start)
-        let readers = ReaderLogins(cacheRoot: root, now: { clock.withLock { $0 } })
-        let right = "Basic " + Data("kobo:correct horse".utf8).base64EncodedString()
-        let wrong = "Basic " + Data("kobo:guess".utf8).base64EncodedString()
-        for _ in 0..<ReaderLogins.maxFailures { #expect(await readers.check(basic: wrong, client: "10.0.0.9") == .wrong) }
-        #expect(await readers.check(basic: right, client: "10.0.0.9") == .tooMany(retryAfter: 61))
-        #expect(await readers.check(basic: wrong, client: "10.0.0.8") == .wrong, "another address is not blocked")
-        clock.withLock { $0 = start + .seconds(30) }
-        #expect(await readers.check(basic: right, client: "10.0.0.9") == .tooMany(retryAfter: 31))
-        clock.withLock { $0 = start + .seconds(61) }
-        #expect(await readers.check(basic: right, client: "10.0.0.9") == .reader)
+        try await body(root)
+    }
+
+    @Test("ten failures in a minute block that address (not others) until the minute has passed")
+    func failureWindow() async throws {
+        try await Self.withReaderLogin { root in
+            let start = ContinuousClock.now
+            let clock = Mutex(start)
+            let readers = ReaderLogins(cacheRoot: root, now: { clock.withLock { $0 } })
+            let right = "Basic " + Data("kobo:correct horse".utf8).base64EncodedString()
+            let wrong = "Basic " + Data("kobo:guess".utf8).base64EncodedString()
+            for _ in 0..<ReaderLogins.maxFailures { #expect(await readers.check(basic: wrong, client: "10.0.0.9") == .wrong) }
+            #expect(await readers.check(basic: right, client: "10.0.0.9") == .tooMany(retryAfter: 61))
+            #expect(await readers.check(basic: wrong, client: "10.0.0.8") == .wrong, "another address is not blocked")
+            clock.withLock { $0 = start + .seconds(30) }
+            #expect(await readers.check(basic: right, client: "10.0.0.9") == .tooMany(retryAfter: 31))
+            clock.withLock { $0 = start + .seconds(61) }
+            #expect(await readers.check(basic: right, client: "10.0.0.9") == .reader)
+        }
     }
 
     @Test("wrong logins are counted before they are hashed: forty at once from one address hash at most ten; the rest are 429")
     func countedBeforeHashing() async throws {
-        let root = FileManager.default.temporaryDirectory.appendingPathComponent("opds-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: root) }
-        try ReaderPassword(user: "kobo", password: "correct horse").write(in: root)
-        // A clock that stands still: however slowly a loaded machine hashes, the minute never passes.
-        let start = ContinuousClock.now
-        let readers = ReaderLogins(cacheRoot: root, now: { start })
-        let wrong = "Basic " + Data("kobo:guess".utf8).base64EncodedString()
-        // When forty wrong logins arrive at once from one address
-        let outcomes = await withTaskGroup(of: ReaderLogins.Outcome.self) { group in
-            for _ in 0..<40 { group.addTask { await readers.check(basic: wrong, client: "10.0.0.9") } }
-            return await group.reduce(into: [ReaderLogins.Outcome]()) { $0.append($1) }
+        try await Self.withReaderLogin { root in
+            // A clock that stands still: however slowly a loaded machine hashes, the minute never passes.
+            let start = ContinuousClock.now
+            let readers = ReaderLogins(cacheRoot: root, now: { start })
+            let wrong = "Basic " + Data("kobo:guess".utf8).base64EncodedString()
+            // When forty wrong logins arrive at once from one address
+            let outcomes = await withTaskGroup(of: ReaderLogins.Outcome.self) { group in
+                for _ in 0..<40 { group.addTask { await readers.check(basic: wrong, client: "10.0.0.9") } }
+                return await group.reduce(into: [ReaderLogins.Outcome]()) { $0.append($1) }
+            }
+            // Then at most ten were hashed (a .wrong is a hash); the others were turned away before it
+            #expect(outcomes.filter { $0 == .wrong }.count <= ReaderLogins.maxFailures)
+            #expect(
+                outcomes.allSatisfy { outcome in
+                    switch outcome {
+                    case .wrong, .tooMany, .busy: true
+                    default: false
+                    }
+                })
         }
-        // Then at most ten were hashed (a .wrong is a hash); the others were turned away before it
-        #expect(outcomes.filter { $0 == .wrong }.count <= ReaderLogins.maxFailures)
-        #expect(
-            outcomes.allSatisfy { outcome in
-                switch outcome {
-                case .wrong, .tooMany, .busy: true
-                default: false
-                }
-            })
     }
 
     @Test("a reader logged in already keeps reading while wrong passwords lock its address out (a NAT, a TLS proxy)")
     func verifiedReaderThroughLockout() async throws {
-        let root = FileManager.default.temporaryDirectory.appendingPathComponent("opds-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: root) }
-        try ReaderPassword(user: "kobo", password: "correct horse").write(in: root)
-        let start = ContinuousClock.now
-        let readers = ReaderLogins(cacheRoot: root, now: { start })
-        let right = "Basic " + Data("kobo:correct horse".utf8).base64EncodedString()
-        let wrong = "Basic " + Data("kobo:guess".utf8).base64EncodedString()
-        #expect(await readers.check(basic: right, client: "127.0.0.1") == .reader)
-        for _ in 0..<ReaderLogins.maxFailures { #expect(await readers.check(basic: wrong, client: "127.0.0.1") == .wrong) }
-        #expect(await readers.check(basic: wrong, client: "127.0.0.1") == .tooMany(retryAfter: 61))
-        #expect(await readers.check(basic: right, client: "127.0.0.1") == .reader)
+        try await Self.withReaderLogin { root in
+            let start = ContinuousClock.now
+            let readers = ReaderLogins(cacheRoot: root, now: { start })
+            let right = "Basic " + Data("kobo:correct horse".utf8).base64EncodedString()
+            let wrong = "Basic " + Data("kobo:guess".utf8).base64EncodedString()
+            #expect(await readers.check(basic: right, client: "127.0.0.1") == .reader)
+            for _ in 0..<ReaderLogins.maxFailures { #expect(await readers.check(basic: wrong, client: "127.0.0.1") == .wrong) }
+            #expect(await readers.check(basic: wrong, client: "127.0.0.1") == .tooMany(retryAfter: 61))
+            #expect(await readers.check(basic: right, client: "127.0.0.1") == .reader)
+        }
     }
 
     @Test("the login gate: one hash at a time whoever asks; an attempt counts before its hash and is forgiven when it passes")
