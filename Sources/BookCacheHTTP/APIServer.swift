@@ -420,18 +420,9 @@ extension APIServer {
     /// to the phone's reader) as `Title.epub`. A `GET` is a read and records the access (as
     /// `bookcache path` does); a `HEAD` is not.
     static func fileResponse(_ request: Request, _ context: ServiceRequestContext, manager: BookCacheManager) async throws -> Response {
+        let book = try await book(context, in: manager)
         let headOnly = request.method == .head
-        // One read of the index: the record (for the file's name) and the file, the access
-        // recorded for a GET; a HEAD records none.
-        let (book, url): (CachedBookMetadata, URL)
-        if headOnly {
-            book = try await Self.book(context, in: manager)
-            url = manager.layout.url(forRelativePath: book.localPath)
-        } else {
-            let id = try BookID(parsing: context.parameters.get("id") ?? "")
-            guard let found = try await manager.cachedBook(id) else { throw APINotFound(kind: "notCached", message: "\(id) is not cached") }
-            (book, url) = found
-        }
+        let url = headOnly ? manager.layout.url(forRelativePath: book.localPath) : try await manager.open(try book.bookID)
         var response = BookFile.response(
             for: url, book: book, range: request.headers[.range], ifRange: request.headers[.ifRange], headOnly: headOnly)
         response.headers[.contentDisposition] = attachment(book)

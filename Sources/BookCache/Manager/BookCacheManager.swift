@@ -114,17 +114,10 @@ public actor BookCacheManager {
     /// On a cache that cannot be written (a read-only mount), the file is still returned and
     /// the access is not recorded; a warning is logged.
     public func cachedFile(for id: BookID) throws(BookCacheError) -> URL? {
-        try cachedBook(id)?.url
-    }
-
-    /// A cached book's record and file, the access recorded as ``cachedFile(for:)`` does: one read
-    /// of the index for a server that needs both (the file's name comes from the title).
-    package func cachedBook(_ id: BookID) throws(BookCacheError) -> (record: CachedBookMetadata, url: URL)? {
         guard let record = try cachedRecord(id) else { return nil }
-        let url = layout.url(forRelativePath: record.localPath)
         let firstRead = record.lastAccessedAt == record.downloadedAt
         guard firstRead || configuration.now().timeIntervalSince(record.lastAccessedAt) >= Self.accessResolution else {
-            return (record, url)
+            return layout.url(forRelativePath: record.localPath)
         }
         do {
             try touch(id)
@@ -132,7 +125,7 @@ public actor BookCacheManager {
             logger.warning(
                 "could not record the access; the book is still readable", metadata: ["id": "\(id)", "error": "\(error.message)"])
         }
-        return (record, url)
+        return layout.url(forRelativePath: record.localPath)
     }
 
     /// The record of a cached book, or `nil`.
