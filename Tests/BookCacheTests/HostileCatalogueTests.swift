@@ -83,6 +83,13 @@ struct HostileCatalogueTests {
         // In another declared encoding, libxml2 decodes it first: not refused for its encoding.
         #expect(
             UntrustedXML.encodingProblem(Array(#"<?xml version="1.0" encoding="ISO-8859-1"?><a"#.utf8) + [0xE9] + Array("/>".utf8)) == nil)
+        // The declaration alone is not trusted: libxml2 passes these bytes through unconverted, and
+        // XMLParser traps on them just the same
+        for declared in ["UTF-16", "UTF_8", "utf-8 x", "UCS-4"] {
+            let bytes = Array(#"<?xml version="1.0" encoding="\#(declared)"?><feed><a"#.utf8) + [0xFF, 0xFE] + Array("b/></feed>".utf8)
+            #expect(UntrustedXML.encodingProblem(bytes) != nil, "\(declared)")
+            #expect(throws: BookCacheError.self, "\(declared)") { try FeedParser().page(in: Data(bytes)) }
+        }
     }
 
     @Test("titles and names are bounded in bytes after normalisation, whoever sets them")

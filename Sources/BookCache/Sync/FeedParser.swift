@@ -89,7 +89,7 @@ struct FeedParser: Sendable {
 
     private func opds1(_ data: Data) throws(BookCacheError) -> FeedPage {
         guard data.count <= 16 << 20 else { throw .invalidArgument("the feed is larger than 16 MiB") }
-        if let problem = UntrustedXML.problem([UInt8](data)) { throw .invalidArgument("the OPDS feed cannot be read: \(problem)") }
+        if let problem = UntrustedXML.problem(data) { throw .invalidArgument("the OPDS feed cannot be read: \(problem)") }
         let delegate = AtomDelegate(base: baseURL)
         let parser = XMLParser(data: data)
         parser.shouldProcessNamespaces = true

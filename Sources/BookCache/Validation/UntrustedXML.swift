@@ -3,11 +3,10 @@ import Foundation
 /// XML that comes from outside — OPDS feeds, an EPUB's `container.xml` and package document —
 /// is checked before Foundation's `XMLParser` sees it, for two things that parser cannot be trusted with.
 ///
-/// **Bytes that are not UTF-8** in a document that says it is (or says nothing): a name (an element's,
-/// an attribute's, a prefix) that is not valid UTF-8 crashes `XMLParser` on Linux (a trap in
-/// `_NSXMLParserStartElementNs`, found by fuzzing Feedbooks' feeds), so one hostile feed or book
-/// would end the service. Such a document is refused; one in another declared encoding, or UTF-16
-/// with its byte order mark, is decoded by libxml2 first and passes.
+/// **Bytes that are not UTF-8**: a name (an element's, an attribute's, a prefix) that is not valid
+/// UTF-8 crashes `XMLParser` on Linux (a trap in `_NSXMLParserStartElementNs`, found by fuzzing
+/// Feedbooks' feeds), so one hostile feed or book would end the service. Only UTF-8, UTF-16 with its
+/// byte order mark, and documents declared in a single-byte encoding libxml2 converts are read.
 ///
 /// **A DTD of its own**: such XML needs none. A document whose `<!DOCTYPE …>` has an internal subset (`[ … ]`, where entities are
 /// declared) is refused before it is parsed, so no entity is ever expanded: a feed or a package
@@ -15,27 +14,34 @@ import Foundation
 /// minutes of a core. External entities are never resolved either (the parsers say so).
 enum UntrustedXML {
     /// Why `bytes` cannot be parsed safely, or `nil`.
-    static func problem(_ bytes: [UInt8]) -> String? {
+    static func problem<C: Collection>(_ bytes: C) -> String? where C.Element == UInt8 {
         if let problem = encodingProblem(bytes) { return problem }
         return dtdProblem(bytes)
     }
 
-    /// Why `bytes` are not text `XMLParser` can take: not UTF-8 though the document says it is
-    /// UTF-8 (or says nothing, which means UTF-8).
-    static func encodingProblem(_ bytes: [UInt8]) -> String? {
+    /// Single-byte encodings libxml2 turns every byte of into valid UTF-8 before `XMLParser` sees a
+    /// name: a document declared in one of them may hold bytes that are not UTF-8.
+    static let singleByteEncodings: Set<String> = ["iso-8859-1", "latin1", "iso-8859-15", "windows-1252", "cp1252"]
+
+    /// Why `bytes` are not text `XMLParser` can take, or `nil`: UTF-16 with its byte order mark, valid
+    /// UTF-8, or a document declared in one of ``singleByteEncodings``. The declaration alone is
+    /// not trusted: bytes that are not UTF-8 in a document that says `UTF-16` without a byte order
+    /// mark, `UTF_8` or anything else libxml2 passes through unconverted trap `XMLParser` too.
+    static func encodingProblem<C: Collection>(_ bytes: C) -> String? where C.Element == UInt8 {
         if bytes.starts(with: [0xFF, 0xFE]) || bytes.starts(with: [0xFE, 0xFF]) { return nil }
-        if let declared = declaredEncoding(bytes), !["utf-8", "utf8"].contains(declared) { return nil }
-        guard String(validating: bytes, as: UTF8.self) == nil else { return nil }
-        return "it is not valid UTF-8, though it says it is; it is not read"
+        if String(validating: bytes, as: UTF8.self) != nil { return nil }
+        if let declared = declaredEncoding(bytes), singleByteEncodings.contains(declared) { return nil }
+        return "it is not valid UTF-8 (nor UTF-16, nor declared Latin-1); it is not read"
     }
 
     /// The `encoding` of the XML declaration, lowercased; `nil` when there is none.
-    private static func declaredEncoding(_ bytes: [UInt8]) -> String? {
-        let start = bytes.starts(with: [0xEF, 0xBB, 0xBF]) ? 3 : 0
-        guard bytes[start...].starts(with: Array("<?xml".utf8)) else { return nil }
-        let head = bytes[start..<min(bytes.count, start + 256)]
-        guard let end = head.firstIndex(of: UInt8(ascii: ">")) else { return nil }
-        let declaration = String(decoding: head[..<end], as: UTF8.self)
+    private static func declaredEncoding<C: Collection>(_ bytes: C) -> String? where C.Element == UInt8 {
+        let head = Array(bytes.prefix(259))
+        let start = head.starts(with: [0xEF, 0xBB, 0xBF]) ? 3 : 0
+        guard head[start...].starts(with: Array("<?xml".utf8)), let end = head[start...].firstIndex(of: UInt8(ascii: ">")) else {
+            return nil
+        }
+        let declaration = String(decoding: head[start..<end], as: UTF8.self)
         guard let range = declaration.range(of: "encoding") else { return nil }
         let rest = declaration[range.upperBound...].drop { $0 == " " || $0 == "=" }
         guard let quote = rest.first, quote == "\"" || quote == "'" else { return nil }
