@@ -156,20 +156,26 @@ extension APIServer {
     static func attachment(_ book: CachedBookMetadata) -> String {
         let ext = book.format == .pdf ? "pdf" : "epub"
         // A record made before titles were bounded may hold a huge one: the header is bounded here.
-        var name = String(
-            MetadataText.bounded(book.title, maxBytes: 180).unicodeScalars.map { scalar -> Character in
-                scalar.value < 0x20 || scalar.value == 0x7F || "/\\\"".unicodeScalars.contains(scalar) ? "_" : Character(scalar)
-            }
-        ).trimmingCharacters(in: .whitespaces)
+        var name = fileName(MetadataText.bounded(book.title, maxBytes: 180), ascii: false)
         if name.isEmpty || name.hasPrefix(".") { name = book.bookId }
-        let latin = name.applyingTransform(StringTransform("Any-Latin; Latin-ASCII"), reverse: false) ?? name
-        var ascii = String(
-            latin.unicodeScalars.map { $0.isASCII && $0.value >= 0x20 && $0 != "%" && $0 != ";" && $0 != "\"" ? Character($0) : "_" }
-        )
-        .trimmingCharacters(in: .whitespaces)
+        // Transliterated first, then made safe: Latin-ASCII writes ½ and ⁄ as slashes.
+        var ascii = fileName(name.applyingTransform(StringTransform("Any-Latin; Latin-ASCII"), reverse: false) ?? name, ascii: true)
         if !ascii.unicodeScalars.contains(where: { CharacterSet.alphanumerics.contains($0) }) || ascii.hasPrefix(".") {
             ascii = book.bookId
         }
         return "attachment; filename=\"\(ascii).\(ext)\"; filename*=UTF-8''\(OPDSCatalogue.percentEncoded(name)).\(ext)"
+    }
+
+    /// `text` as a file name: control characters, path separators and quotes (and, for the ASCII
+    /// name, anything not ASCII, `%` and `;`, which a quoted `filename` cannot carry) become `_`.
+    private static func fileName(_ text: String, ascii: Bool) -> String {
+        String(
+            text.unicodeScalars.map { scalar -> Character in
+                let unsafe =
+                    scalar.value < 0x20 || scalar.value == 0x7F || "/\\\"".unicodeScalars.contains(scalar)
+                    || (ascii && (!scalar.isASCII || scalar == "%" || scalar == ";"))
+                return unsafe ? "_" : Character(scalar)
+            }
+        ).trimmingCharacters(in: .whitespaces)
     }
 }

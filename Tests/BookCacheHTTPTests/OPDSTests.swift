@@ -66,6 +66,9 @@ struct OPDSTests {
                 #"filename="Emile zhong wen.epub"; filename*=UTF-8''%C3%89mile%20%E4%B8%AD%E6%96%87.epub"#))
         #expect(APIServer.attachment(try book(title: "Über Größe & Maß")).contains(#"filename="Uber Grosse & Mass.epub""#))
         #expect(APIServer.attachment(try book(title: "红楼梦")).contains(#"filename="hong lou meng.epub""#))
+        // Transliteration makes no path separator: ½, ⁄ and the full-width solidus become slashes in Latin-ASCII
+        let fractions = APIServer.attachment(try book(title: "½ cup a⁄b ｆｕｌｌ／width"))
+        #expect(fractions.contains(#"filename="1_2 cup a_b full_width.epub""#), "\(fractions)")
         // Where nothing transliterates, the book's id stands in
         #expect(
             APIServer.attachment(try book(title: "🙂🙂")).contains(#"filename="b1.epub"; filename*=UTF-8''%F0%9F%99%82%F0%9F%99%82.epub"#))
