@@ -209,7 +209,9 @@ package struct FileDownloader: Sendable {
         do {
             file = try await BlockingWork.run { () throws(DownloadError) -> OutputFile in
                 do {
-                    // At offset 0, `open` has already removed any earlier partial and its record.
+                    // At offset 0 the file starts over (nothing to resume, or a 200 to a Range): an
+                    // earlier record would name bytes the new file does not hold.
+                    if offset == 0 { ResumeRecord.remove(for: destination) }
                     return try OutputFile(path: destination, url: finalURL, append: offset > 0)
                 } catch {
                     Self.discard(destination)
