@@ -438,11 +438,13 @@ extension APIServer {
         let url = manager.layout.url(forRelativePath: path)
         let image: ByteBuffer
         do {
-            // A cover is small (20 MiB at most when fetched): read whole. The error names the file, not its folder.
+            // A cover is small (20 MiB at most when fetched): read whole, and a larger file is no cover
+            // of ours. The error names the file, not its folder.
             image = try await BlockingWork.run { () throws -> ByteBuffer in
                 let file = try OpenFile(url)
                 defer { file.close() }
-                return try file.read(at: 0, count: Int(min(file.size, 32 << 20)))
+                guard file.size <= 32 << 20 else { throw FileSystem.CallError(operation: "read", path: url.lastPathComponent, code: EFBIG) }
+                return try file.read(at: 0, count: Int(file.size))
             }
         } catch {
             throw APINotFound(kind: "noCover", message: "\(book.id)'s cover cannot be read (\(error)); run bookcache verify")

@@ -5,6 +5,8 @@ import Hummingbird
 
 #if canImport(Glibc)
     import Glibc
+#elseif canImport(Darwin)
+    import Darwin
 #endif
 
 /// A cached book's file as an HTTP response: the whole file, or one byte range (`Range:
@@ -108,7 +110,7 @@ final class OpenFile: @unchecked Sendable {
         var info = stat()
         guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
             let code = errno
-            _ = Glibc.close(fd)
+            Self.close(fd)
             throw FileSystem.CallError(operation: "stat", path: url.lastPathComponent, code: code == 0 ? EINVAL : code)
         }
         self.fd = fd
@@ -140,11 +142,19 @@ final class OpenFile: @unchecked Sendable {
         lock.withLock {
             guard !closed else { return }
             closed = true
-            _ = Glibc.close(fd)
+            Self.close(fd)
         }
     }
 
     deinit {
         close()
+    }
+
+    private static func close(_ fd: Int32) {
+        #if canImport(Glibc)
+            _ = Glibc.close(fd)
+        #else
+            _ = Darwin.close(fd)
+        #endif
     }
 }

@@ -93,11 +93,6 @@ final class ReaderLogins: Sendable {
             return .hash
         }
 
-        /// A login that was not even a Basic value: a failure, with no hash.
-        mutating func refuse(client: String, at: ContinuousClock.Instant) {
-            recordFailure(client, at: at)
-        }
-
         mutating func finish(client: String, key: String, matched: Bool, at: ContinuousClock.Instant) {
             hashing -= 1
             guard matched else { return }
@@ -133,7 +128,7 @@ final class ReaderLogins: Sendable {
         let at = now()
         let (login, problem) = current()
         guard let login else { return .notSet(problem) }
-        // At most 4 KiB of header is hashed (decodeBasic refuses more).
+        // At most 8 KiB of the header is hashed: a longer one is no login (decodeBasic takes 4 KiB at most).
         let key = SHA256Hasher.hex(of: Data(authorization.utf8.prefix(8192)))
         switch gate.withLock({ $0.admit(client: client, key: key, at: at) }) {
         case .known: return .reader

@@ -182,7 +182,7 @@ public final class ServiceAccess: Sendable {
     }
 
     /// ``randomBytes(_:)`` as lowercase hexadecimal.
-    static func randomHex(bytes: Int) -> String {
+    package static func randomHex(bytes: Int) -> String {
         FileDownloader.hex(randomBytes(bytes))
     }
 

@@ -91,7 +91,7 @@ struct LegacyJSONIndex {
         // Its paths are not trusted: the layout makes them.
         return books.values.map { record in
             guard let id = try? record.bookID else { return record }
-            return CacheLayout.confined(record, id: id).record
+            return CacheLayout.confined(record, id: id)
         }.sorted { $0.id < $1.id }
     }
 

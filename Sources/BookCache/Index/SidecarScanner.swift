@@ -71,7 +71,7 @@ struct SidecarScanner {
                 throw FileSystem.CallError(operation: "read", path: sidecar, code: errno)
             }
             let decoded = try MetadataCoding.decoder().decode(CachedBookMetadata.self, from: data)
-            record = CacheLayout.confined(decoded, id: try decoded.bookID).record
+            record = CacheLayout.confined(decoded, id: try decoded.bookID)
         } catch {
             logger.warning("skipping an unreadable sidecar", metadata: ["sidecar": "\(sidecar)", "error": "\(error)"])
             return nil

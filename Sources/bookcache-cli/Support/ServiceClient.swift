@@ -1,7 +1,6 @@
 import ArgumentParser
 import BookCache
 import BookCacheHTTP
-import DownloadQueue
 import Foundation
 
 #if canImport(FoundationNetworking)
@@ -41,7 +40,7 @@ struct ServiceClient {
 
     /// Asks the listener for the proof of a fresh nonce, without the token.
     private func checkProof() async throws {
-        let nonce = FileDownloader.hex((0..<32).map { _ in UInt8.random(in: 0...255) })
+        let nonce = ServiceAccess.randomHex(bytes: 32)
         var components = URLComponents(url: base.appendingPathComponent("api/v1/proof"), resolvingAgainstBaseURL: false)
         components?.queryItems = [URLQueryItem(name: "nonce", value: nonce)]
         guard let url = components?.url else { throw Self.unavailable }

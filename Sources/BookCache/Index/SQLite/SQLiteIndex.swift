@@ -419,7 +419,7 @@ final class SQLiteIndex {
         record.warnings = try decodeList(row.text(18), "warnings")
         record.language = row.text(19)
         // The stored paths are not trusted: the layout makes them.
-        return CacheLayout.confined(record, id: id).record
+        return CacheLayout.confined(record, id: id)
     }
 
     private static func encodeList(_ list: [String]) -> String? {
