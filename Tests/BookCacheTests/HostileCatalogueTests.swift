@@ -99,6 +99,9 @@ struct HostileCatalogueTests {
         // At most four marks on a character: "é" and three more, 8 bytes where there were 400,001.
         #expect(request.title == "e" + String(repeating: "\u{301}", count: 4).precomposedStringWithCanonicalMapping)
         #expect(request.title?.utf8.count == 8)
+        // Joiners count as marks: a character cannot be made huge with them either (it was cut away whole)
+        request.title = "e" + String(repeating: "\u{200D}", count: 10_000) + " x"
+        #expect(request.title?.unicodeScalars.first == "e" && (request.title?.utf8.count ?? 0) < 32, "\(request.title?.utf8.count ?? 0)")
         request.title = String(repeating: "长", count: 5000)
         #expect((request.title?.utf8.count ?? 0) <= MetadataText.maxTitleBytes)
         request.title = "  Über\r\n\tGröße  "

@@ -3,7 +3,7 @@ import Foundation
 /// Titles and names that come from outside — a catalogue, a manifest, a command line, the API —
 /// bounded in bytes after normalisation, so no stranger's metadata can make a header, a cursor, a
 /// feed or the web page huge: Unicode NFC, runs of whitespace and control characters as one space,
-/// at most ``maxMarks`` combining marks on a character (a title of `e` and 200,000 accents is one
+/// at most ``maxMarks`` combining marks (or joiners) on a character (a title of `e` and 200,000 accents is one
 /// `Character` of 400 KB), then cut at a character boundary to fit the byte limit.
 package enum MetadataText {
     /// The most UTF-8 bytes of a title.
@@ -29,7 +29,8 @@ package enum MetadataText {
                 continue
             }
             switch scalar.properties.generalCategory {
-            case .nonspacingMark, .spacingMark, .enclosingMark:
+            // Marks, and format characters such as the zero-width joiner, extend the character before.
+            case .nonspacingMark, .spacingMark, .enclosingMark, .format:
                 marks += 1
                 if marks > maxMarks { continue }
             default:
@@ -41,8 +42,10 @@ package enum MetadataText {
         let normalised = String(scalars).precomposedStringWithCanonicalMapping.trimmingCharacters(in: .whitespaces)
         guard normalised.utf8.count > maxBytes else { return normalised }
         var cut = ""
+        var bytes = 0
         for character in normalised {
-            if cut.utf8.count + character.utf8.count > maxBytes { break }
+            bytes += character.utf8.count
+            if bytes > maxBytes { break }
             cut.append(character)
         }
         return cut
