@@ -74,4 +74,20 @@ final class ServiceAccessTests {
         #expect(access.redeem(first) == nil)
         #expect(access.redeem(rest.last!) != nil)
     }
+
+    @Test(
+        "the proof a client asks for before it sends the token: HMAC-SHA256 of the nonce under the token, as Python's hmac makes it; only 64 lowercase hex digits are a nonce"
+    )
+    func proof() {
+        let nonce = String(repeating: "0", count: 64)
+        // python3 -c "import hmac,hashlib; print(hmac.new(b'token-abc', b'bookcache-serve-proof:'+b'0'*64, hashlib.sha256).hexdigest())"
+        #expect(ServiceAccess.proof(token: "token-abc", nonce: nonce) == "456fd43146a3655efc6239dc1fb1d021f563e04c90a41c41269afd4cbb56d4ab")
+        #expect(ServiceAccess.proof(token: "token-abd", nonce: nonce) != ServiceAccess.proof(token: "token-abc", nonce: nonce))
+        for bad in [
+            "", String(repeating: "A", count: 64), String(repeating: "0", count: 63), String(repeating: "0", count: 65),
+            String(repeating: "g", count: 64),
+        ] {
+            #expect(ServiceAccess.proof(token: "token-abc", nonce: bad) == nil, "\(bad)")
+        }
+    }
 }
