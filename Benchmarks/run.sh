@@ -2,9 +2,9 @@
 # BookCache benchmarks against curl and aria2 on loopback (nginx with sendfile). Not a test: it
 # prints a table of medians and ratios and writes it to Benchmarks/results/latest.md.
 #
-#   Benchmarks/run.sh [all|batch|small|large|limit|index|service|abuse|verify|start|memory] [ROUNDS]
+#   Benchmarks/run.sh [all|batch|small|large|latency|limit|index|service|abuse|verify|start|memory] [ROUNDS]
 #
-# Installs nginx, aria2, curl and python3 when missing; builds bookcache in release mode.
+# Installs nginx, aria2, wget2, curl and python3 when missing; builds bookcache in release mode.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 what="${1:-all}"
@@ -13,6 +13,7 @@ rounds="${2:-5}"
 need=()
 command -v nginx >/dev/null || need+=(nginx-light)
 command -v aria2c >/dev/null || need+=(aria2)
+command -v wget2 >/dev/null || need+=(wget2)
 command -v curl >/dev/null || need+=(curl)
 command -v python3 >/dev/null || need+=(python3)
 command -v /usr/bin/time >/dev/null || need+=(time)
@@ -21,8 +22,13 @@ command -v openssl >/dev/null || need+=(openssl)
 command -v cc >/dev/null || need+=(gcc)
 scripts/apt-install.sh ${need[@]+"${need[@]}"}
 scripts/setup.sh
-swift build -c release --product bookcache --static-swift-stdlib >&2
-bin="$(swift build -c release --static-swift-stdlib --show-bin-path)/bookcache"
+# BOOKCACHE_BIN=PATH measures that binary (another commit's release build) instead of building.
+if [ -n "${BOOKCACHE_BIN:-}" ]; then
+  bin="$BOOKCACHE_BIN"
+else
+  swift build -c release --product bookcache --static-swift-stdlib >&2
+  bin="$(swift build -c release --static-swift-stdlib --show-bin-path)/bookcache"
+fi
 # Only an optimized build shows the compiler hazard this looks for; CI builds for debugging.
 scripts/check-thread-locals.sh "$bin"
 
@@ -30,7 +36,12 @@ work="${BENCH_DIR:-/tmp/bookcache-bench}"
 mkdir -p "$work/books" Benchmarks/results
 port="${BENCH_PORT:-18467}"
 nginx_pid=""
-cleanup() { [ -n "$nginx_pid" ] && kill "$nginx_pid" 2>/dev/null || true; rm -rf "$work/trash"; }
+proxy_pids=()
+cleanup() {
+  [ -n "$nginx_pid" ] && kill "$nginx_pid" 2>/dev/null || true
+  for p in ${proxy_pids[@]+"${proxy_pids[@]}"}; do kill "$p" 2>/dev/null || true; done
+  rm -rf "$work/trash"
+}
 trap cleanup EXIT
 
 # Runs put their output aside instead of deleting it; the trash goes when the benchmark ends.
@@ -79,8 +90,48 @@ compare() {
 }
 
 start_nginx() {
-  nginx_pid="$(Benchmarks/nginx.sh "$work/books" "$port" "$work/nginx")"
+  # HTTP on $port, HTTPS with HTTP/2 on $port + 1.
+  nginx_pid="$(Benchmarks/nginx.sh "$work/books" "$port" "$work/nginx" "$((port + 1))")"
   base="http://127.0.0.1:$port"
+  ca="$work/nginx/ca.pem"
+}
+
+# A delay of DELAY_MS each way in front of UPSTREAM_PORT, listening on LISTEN_PORT.
+start_delay() { # LISTEN_PORT UPSTREAM_PORT DELAY_MS
+  local fifo; fifo="$(mktemp -u)"; mkfifo "$fifo"
+  python3 Benchmarks/delay-proxy.py "$1" "$2" "$3" >"$fifo" &
+  proxy_pids+=("$!")
+  read -r _ <"$fifo"; rm -f "$fifo"
+}
+
+# race NAME LIST SCHEME_NOTE: bookcache, curl --parallel, wget2 and aria2c on the URLs of LIST
+# with CONCURRENCY at once, each followed by `sync -f` of what it wrote, alternating for
+# $rounds rounds; prints each one's median and bookcache's ratio to the fastest peer.
+race() {
+  local name="$1" list="$2" n="$3"
+  { echo "remote-name-all"; sed 's#.*#url = "&"#' "$list"; } >"$list.curlrc"
+  local tools=(bookcache curl wget2 aria2c)
+  local -A cmd times
+  cmd[bookcache]="$bin download --from $list --concurrency $n --cacert $ca --cache-dir $work/lat-c"
+  cmd[curl]="cd $work/lat-d && curl -s --cacert $ca --parallel --parallel-max $n -K $list.curlrc && sync -f ."
+  cmd[wget2]="cd $work/lat-d && wget2 -q --no-robots --max-threads=$n --ca-certificate=$ca -i $list && sync -f ."
+  cmd[aria2c]="aria2c -q -j $n -x 1 --ca-certificate=$ca --allow-overwrite=true --auto-file-renaming=false -d $work/lat-d -i $list && sync -f $work/lat-d"
+  local r t m tool
+  for r in $(seq "$rounds"); do
+    for tool in "${tools[@]}"; do
+      discard "$work/lat-c" "$work/lat-d"; mkdir -p "$work/lat-d"; sync
+      read -r t m < <(measure bash -c "${cmd[$tool]}")
+      times[$tool]+="$t "
+    done
+  done
+  local -A med
+  for tool in "${tools[@]}"; do med[$tool]="$(printf '%s\n' ${times[$tool]} | median)"; done
+  local fastest="" best=""
+  for tool in curl wget2 aria2c; do
+    if [ -z "$best" ] || awk -v a="${med[$tool]}" -v b="$best" 'BEGIN { exit !(a < b) }'; then best="${med[$tool]}"; fastest="$tool"; fi
+  done
+  local ratio; ratio="$(awk -v a="${med[bookcache]}" -v b="$best" 'BEGIN { printf "%.2f×", a / b }')"
+  echo "| $name | ${med[bookcache]} s | curl ${med[curl]} s, wget2 ${med[wget2]} s, aria2c ${med[aria2c]} s (each then sync -f) | $ratio of $fastest | |" | tee -a "$out"
 }
 
 books() { # COUNT SIZE PREFIX
@@ -141,6 +192,19 @@ if [ "$what" = all ] || [ "$what" = small ]; then
   compare "2000 × 64 KiB, concurrency 16" "aria2c -j 16" \
     "discard $work/c2" "$bin download --from $work/batch-2000.txt --concurrency 16 --cache-dir $work/c2" \
     "discard $work/d6; mkdir -p $work/d6" "aria2c -q -j 16 -x 1 --allow-overwrite=true --auto-file-renaming=false -d $work/d6 -i $work/batch-2000.txt"
+fi
+
+if [ "$what" = all ] || [ "$what" = latency ]; then
+  # Books from one host 40 ms away: Benchmarks/delay-proxy.py holds every byte back 20 ms each
+  # way (this kernel has no netem). HTTPS with HTTP/2 for the small books, HTTP/1.1 for the 1 MiB ones.
+  books 1000 65536 s
+  books 200 1048576 m
+  start_delay "$((port + 2))" "$((port + 1))" 20
+  start_delay "$((port + 3))" "$port" 20
+  seq 0 999 | sed "s#.*#https://127.0.0.1:$((port + 2))/s&.epub#" >"$work/lat-small.txt"
+  seq 0 199 | sed "s#.*#http://127.0.0.1:$((port + 3))/m&.epub#" >"$work/lat-batch.txt"
+  race "1000 × 64 KiB, HTTPS (HTTP/2), 16 at once, 40 ms round trip" "$work/lat-small.txt" 16
+  race "200 × 1 MiB, HTTP/1.1, 8 at once, 40 ms round trip" "$work/lat-batch.txt" 8
 fi
 
 if [ "$what" = all ] || [ "$what" = limit ]; then

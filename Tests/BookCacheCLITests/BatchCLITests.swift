@@ -2,6 +2,8 @@ import BookCacheTestSupport
 import Foundation
 import Testing
 
+@testable import BookCache
+
 @Suite("bookcache download: batches")
 struct BatchCLITests {
     func serving(_ body: (TestHTTPServer, String, TemporaryDirectory) async throws -> Void) async throws {
@@ -152,6 +154,28 @@ struct BatchCLITests {
             let result = try await bookcache(["download", "--from", "-", "--cache-dir", cache], stdin: Data("# nothing\n\n".utf8))
             #expect(result.status == 0)
             #expect(result.stdout.contains("0 of 0 cached, 0 failed"))
+        }
+    }
+
+    @Test("the next book's transfer starts while an earlier book of the batch is still being published", .timeLimit(.minutes(2)))
+    func transfersDoNotWaitForPublishing() async throws {
+        try await serving { server, cache, _ in
+            #expect(try await bookcache(["download", "\(server.baseURL)/alice.epub", "--cache-dir", cache]).status == 0)
+            // Another connection holds the index's write lock: no book can be published until it
+            // commits. With one transfer at a time, pride's request can only arrive once alice's
+            // body has arrived and its transfer has made way while alice waits to be published.
+            let blocker = try SQLiteDatabase(path: CacheLayout(root: URL(fileURLWithPath: cache)).databaseFile.path)
+            try blocker.execute("BEGIN IMMEDIATE")
+            let process = try ProcessRunner.launch(
+                "bookcache",
+                ["download", "\(server.baseURL)/alice.epub?again", "\(server.baseURL)/pride.epub", "--concurrency", "1", "--cache-dir", cache])
+            let arrived = await server.waitForRequests(count: 3, from: process)
+            #expect(arrived)
+            #expect(server.requests.last?.path == "/pride.epub")
+            try blocker.execute("COMMIT")
+            let result = await process.wait()
+            #expect(result.status == 0, "\(result.stdout) \(result.stderr)")
+            #expect(result.stdout.contains("2 of 2 cached"), "\(result.stdout)")
         }
     }
 

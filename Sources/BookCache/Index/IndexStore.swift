@@ -25,9 +25,17 @@ import Synchronization
 final class IndexStore: Sendable {
     let layout: CacheLayout
     let logger: Logger
-    /// One connection per store, opened on first use; SQLite connections are used by one
-    /// thread at a time.
+    /// One connection per store for writes (and the reads that stream or run a transaction),
+    /// opened on first use; SQLite connections are used by one thread at a time.
     private let connection = Mutex<SQLiteIndex?>(nil)
+    /// A second connection for the reads that return a value, so they never wait behind a write
+    /// that waits for another process's lock or for its commit's `fsync` (in WAL mode readers go
+    /// on meanwhile): the next book's look-up does not wait for the last group's publishing. It
+    /// is opened after the writer has made the database ready, and kept with the ``generation``
+    /// it was opened in.
+    private let reader = Mutex<(index: SQLiteIndex, generation: Int)?>(nil)
+    /// Counts the databases moved aside: a reader opened before a move reads a file no longer in place.
+    private let generation = Atomic<Int>(0)
 
     init(layout: CacheLayout, logger: Logger) {
         self.layout = layout
@@ -42,7 +50,7 @@ final class IndexStore: Sendable {
     /// The record of one book, or `nil`; one row read.
     func record(_ id: BookID) throws(BookCacheError) -> CachedBookMetadata? {
         guard FileManager.default.fileExists(atPath: layout.root.path) else { return nil }
-        return try withIndex { index throws(SQLiteError) in try index.record(id.description) }
+        return try withReader { index throws(SQLiteError) in try index.record(id.description) }
     }
 
     /// The record of `id`, and — when it has none and `url` is given — the cached book of the
@@ -53,7 +61,7 @@ final class IndexStore: Sendable {
     ) throws(BookCacheError) -> (own: CachedBookMetadata?, sameURL: CachedBookMetadata?) {
         guard FileManager.default.fileExists(atPath: layout.root.path) else { return (nil, nil) }
         let key = url.map(BookDownloadRequest.identityKey(for:))
-        return try withIndex { index throws(SQLiteError) in
+        return try withReader { index throws(SQLiteError) in
             if let own = try index.record(id.description) { return (own, nil) }
             guard let url, let key else { return (nil, nil) }
             let found = try index.records(fileURL: url.absoluteString, or: key, type: id.type)
@@ -82,19 +90,19 @@ final class IndexStore: Sendable {
     /// A page of books the query finds (up to one more than its limit), after `cursor`.
     func shelf(_ query: ShelfQuery, after cursor: ShelfCursor?) throws(BookCacheError) -> [CachedBookMetadata] {
         guard FileManager.default.fileExists(atPath: layout.root.path) else { return [] }
-        return try withIndex { index throws(SQLiteError) in try index.shelf(query, after: cursor) }
+        return try withReader { index throws(SQLiteError) in try index.shelf(query, after: cursor) }
     }
 
     /// Authors and their number of books, by name.
     func authors(ofType type: BookType?, offset: Int, limit: Int) throws(BookCacheError) -> [(name: String, books: Int)] {
         guard FileManager.default.fileExists(atPath: layout.root.path) else { return [] }
-        return try withIndex { index throws(SQLiteError) in try index.authors(ofType: type, offset: offset, limit: limit) }
+        return try withReader { index throws(SQLiteError) in try index.authors(ofType: type, offset: offset, limit: limit) }
     }
 
     /// Books and bytes per type, and the pinned ones: one row per type, kept by the database.
     func totals() throws(BookCacheError) -> [BookType: (count: Int, bytes: Int64, pinnedCount: Int, pinnedBytes: Int64)] {
         guard FileManager.default.fileExists(atPath: layout.root.path) else { return [:] }
-        return try withIndex { index throws(SQLiteError) in try index.totals() }
+        return try withReader { index throws(SQLiteError) in try index.totals() }
     }
 
     /// Runs `change` in one transaction holding the write lock; commits when it returns,
@@ -162,6 +170,35 @@ final class IndexStore: Sendable {
         }
     }
 
+    /// Runs `body`, a read that returns a value, on the reader connection. Anything amiss there
+    /// (a damaged or missing database) is left to the writer's connection, which runs `body` again
+    /// and moves aside and rebuilds as ``withIndex(_:)`` does.
+    private func withReader<T: Sendable>(_ body: (SQLiteIndex) throws(SQLiteError) -> T) throws(BookCacheError) -> T {
+        let current = generation.load(ordering: .acquiring)
+        let open = reader.withLock { $0.map { $0.generation == current ? $0.index : nil } ?? nil }
+        if open == nil {
+            // The writer makes the database ready first: creates, imports, rebuilds or upgrades it.
+            try withIndex { _ throws(SQLiteError) in }
+        }
+        let answer: T? = reader.withLock { slot -> T? in
+            do throws(SQLiteError) {
+                let index: SQLiteIndex
+                if let kept = slot, kept.generation == current {
+                    index = kept.index
+                } else {
+                    index = try SQLiteIndex(path: layout.databaseFile.path)
+                    slot = (index, current)
+                }
+                return try body(index)
+            } catch {
+                slot = nil
+                return nil
+            }
+        }
+        if let answer { return answer }
+        return try withIndex(body)
+    }
+
     private func open() throws(SQLiteError) -> SQLiteIndex {
         let path = layout.databaseFile.path
         if !FileManager.default.fileExists(atPath: path) {
@@ -224,6 +261,7 @@ final class IndexStore: Sendable {
 
     /// Moves a damaged database (and its log) aside, so the next open rebuilds it from sidecars.
     private func moveAside(problem: String) throws(BookCacheError) {
+        generation.add(1, ordering: .releasing)
         let stamp = Int(Date().timeIntervalSince1970)
         var moved: [String] = []
         for suffix in ["", "-wal", "-shm"] {

@@ -42,6 +42,16 @@ public actor BookCacheManager {
     let evictionRunner: Evictor
     /// Publishes the books this manager downloads, in groups when several are ready together.
     nonisolated let publisher: GroupPublisher
+    /// Places for books whose body has arrived, until they are published or refused: a book
+    /// takes one before its transfer's slot goes to the next book, so validation and publishing
+    /// run behind the transfers, and a full window (a slow disk) holds the transfers back.
+    nonisolated let awaitingPublish: Places
+    /// How many downloads to keep in the manager at once so that no transfer waits for the disk:
+    /// the transfers (``BookCacheConfiguration/maxConcurrentDownloads``), twice as many books
+    /// past their transfer (being validated or published, or waiting to be), and as many again
+    /// in line to start the moment a transfer ends. `bookcache download` and the service keep
+    /// this many; more only wait in line.
+    public nonisolated let pipelineDepth: Int
     let logger: Logger
     private var inFlight: [BookID: InFlight] = [:]
     private var swept = false
@@ -84,6 +94,9 @@ public actor BookCacheManager {
             layout: layout, store: store, settings: settingsStore, configuration: configuration, usage: usageTracker,
             observers: evictionObservers, events: bookEvents, logger: logger)
         self.publisher = GroupPublisher(layout: layout, store: store, evictor: evictionRunner, logger: logger)
+        let transfers = max(1, configuration.maxConcurrentDownloads)
+        self.awaitingPublish = Places(2 * transfers)
+        self.pipelineDepth = 4 * transfers
         self.queue = DownloadQueue(
             maxConcurrent: configuration.maxConcurrentDownloads, retryPolicy: configuration.retryPolicy,
             transport: transport, clock: configuration.downloadClock, logger: logger)
@@ -372,7 +385,7 @@ public actor BookCacheManager {
         let listeners = Broadcast<DownloadEvent>()
         let context = DownloadContext(
             layout: layout, store: store, queue: queue, configuration: configuration, evictor: evictionRunner, usage: usageTracker,
-            events: bookEvents, publisher: publisher, logger: logger)
+            events: bookEvents, publisher: publisher, awaitingPublish: awaitingPublish, logger: logger)
         let asked = request
         let task = Task {
             try await context.run(asked) { event in

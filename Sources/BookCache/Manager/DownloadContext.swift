@@ -6,7 +6,8 @@ import Logging
 /// bottom: the queue admits the job; the book's lock is taken; a book another process cached
 /// meanwhile is returned as it is; the response head is read and room made on the disk; the
 /// body streams into `partial/` while it is hashed (resuming what an earlier attempt left); the
-/// file is validated, then published in one index update — the same one that evicts what the
+/// transfer's slot goes to the next book once this one has a place among the books awaiting
+/// publish (``BookCacheManager/pipelineDepth``); the file is validated, then published in one index update — the same one that evicts what the
 /// budget can no longer hold, so a download that does not end cached evicts nothing for the
 /// budget. Every blocking step (index, validation, files) runs on ``BlockingWork``.
 struct DownloadContext: Sendable {
@@ -18,6 +19,7 @@ struct DownloadContext: Sendable {
     let usage: UsageTracker
     let events: Broadcast<BookEvent>
     let publisher: GroupPublisher
+    let awaitingPublish: Places
     let logger: Logger
 
     func run(
@@ -53,6 +55,7 @@ struct DownloadContext: Sendable {
                 let (file, entry) = try await receiveAndValidate(request, slot: slot, partial: partial, limits: limits, strict: strict) {
                     evictedForSpace += $0
                 }
+                defer { awaitingPublish.give() }
                 // Published with the other books ready now, in one index transaction.
                 switch await publisher.publish(entry) {
                 case .success(let (stored, evicted)):
@@ -89,6 +92,10 @@ struct DownloadContext: Sendable {
     /// that resumed a partial file and is then refused is fetched once more from the start before
     /// it is called damaged: the fault may be the partial's (bytes an earlier version of the file
     /// left, however carefully they were checked), not the URL's.
+    ///
+    /// Once the body has arrived the book takes a place among those awaiting publish and gives its
+    /// transfer's slot to the next book; it returns holding that place, for the caller to give
+    /// back once the book is published or refused.
     private func receiveAndValidate(
         _ request: BookDownloadRequest, slot: DownloadSlot, partial: URL, limits: Evictor.Limits, strict: Bool,
         evicted: ([EvictedBook]) -> Void
@@ -119,19 +126,27 @@ struct DownloadContext: Sendable {
             } catch {
                 throw Self.translate(error, id: id, root: layout.root.path, loginGiven: request.credentials != nil)
             }
+            // Every byte has arrived: from here the book is validated and published even when the
+            // download is cancelled (a signal, a caller), which costs less than fetching it again.
+            await awaitingPublish.take()
+            await slot.release()
             let context = self
             events.yield(.validating(id))
             do {
-                let entry = try await BlockingWork.run { (isCancelled) throws(BookCacheError) in
-                    try context.validate(file, of: request, from: partial, limits: limits, strict: strict, isCancelled: isCancelled)
+                let entry = try await BlockingWork.run { () throws(BookCacheError) in
+                    try context.validate(file, of: request, from: partial, limits: limits, strict: strict)
                 }
                 return (file, entry)
             } catch  where file.resumedFrom > 0 && !fromStart && [.fileCorrupted, .checksumMismatch].contains(error.kind) {
+                awaitingPublish.give()
                 // The refused partial is gone (validate removes it): the next attempt starts at byte 0.
                 logger.notice(
                     "a resumed download was refused; fetching it once more from the start",
                     metadata: ["id": "\(id)", "resumedFrom": "\(file.resumedFrom)", "reason": "\(error.message)"])
                 fromStart = true
+            } catch {
+                awaitingPublish.give()
+                throw error
             }
         }
     }
@@ -182,8 +197,7 @@ struct DownloadContext: Sendable {
     /// Validates the downloaded file and makes its record, ready to publish; the partial file is
     /// removed when it is refused.
     private func validate(
-        _ file: DownloadedFile, of request: BookDownloadRequest, from partial: URL, limits: Evictor.Limits, strict: Bool,
-        isCancelled: () -> Bool
+        _ file: DownloadedFile, of request: BookDownloadRequest, from partial: URL, limits: Evictor.Limits, strict: Bool
     ) throws(BookCacheError) -> GroupPublisher.Entry {
         let id = request.id
         // The file is whole; from here on it is either handed on to be published or removed.
@@ -201,7 +215,6 @@ struct DownloadContext: Sendable {
         if let expected = request.expectedSHA256, expected != file.sha256 {
             throw .checksumMismatch(id, expected: expected, actual: file.sha256)
         }
-        if isCancelled() { throw .cancelled(id) }
         if let budget = limits.maxSize, file.byteCount > budget {
             // The size was not announced; now that it is known, the book cannot fit at all.
             throw .overBudget(id, size: file.byteCount, budget: budget)

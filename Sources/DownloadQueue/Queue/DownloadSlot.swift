@@ -75,8 +75,10 @@ package final class DownloadSlot: Sendable {
         }
     }
 
-    /// Streams the body of `opened` into the destination, hashing it, then frees the slot.
-    /// When the stream fails, the request is sent again (resuming) as the policy says.
+    /// Streams the body of `opened` into the destination, hashing it. When the stream fails, the
+    /// request is sent again (resuming) as the policy says. The slot stays held: the caller gives
+    /// it up with ``release()`` when the next stage can take the file (so a full next stage holds
+    /// the transfers back), or it goes when the caller's work with the slot ends.
     /// - Parameter opened: What ``open()`` returned.
     /// - Returns: The file, with its size and SHA-256.
     /// - Throws: ``DownloadError`` once no retry is left, or ``DownloadError/Kind/cancelled``.
@@ -85,7 +87,6 @@ package final class DownloadSlot: Sendable {
         while true {
             do {
                 let file = try await downloader.receive(opened, onProgress: { [id, emit] progress in emit(.progress(id, progress)) })
-                await giveUpSlot()
                 emit(.finished(id, .success(file)))
                 return file
             } catch {
@@ -98,6 +99,13 @@ package final class DownloadSlot: Sendable {
     /// ``open()`` then ``receive(_:)``.
     public func download() async throws(DownloadError) -> DownloadedFile {
         try await receive(try await open())
+    }
+
+    /// Gives the slot up now that the body has arrived, so the queue starts the next job while the
+    /// caller goes on with the file. Does nothing when the slot is not held. A later ``open()``
+    /// (the file is fetched again) gets in line for a slot again.
+    public func release() async {
+        await giveUpSlot()
     }
 
     // MARK: - Used by the queue

@@ -30,23 +30,6 @@ package enum BlockingWork {
         return try result.get()
     }
 
-    /// Runs `body` on a blocking-work thread, telling it whether the calling task has been
-    /// cancelled meanwhile (`Task.isCancelled` there would always be `false`: it is no task).
-    /// - Parameter body: Work that may block, given a check it can call between steps.
-    /// - Returns: What `body` returns.
-    /// - Throws: What `body` throws, with its type.
-    package static func run<T: Sendable, E: Error>(
-        cancellable body: @escaping @Sendable (_ isCancelled: @Sendable () -> Bool) throws(E) -> T
-    ) async throws(E) -> T {
-        let cancelled = Mutex(false)
-        let result: Result<T, E> = await withTaskCancellationHandler {
-            await run { () -> Result<T, E> in Result { () throws(E) -> T in try body({ cancelled.withLock { $0 } }) } }
-        } onCancel: {
-            cancelled.withLock { $0 = true }
-        }
-        return try result.get()
-    }
-
     /// A serial executor whose jobs run on the blocking-work threads, one at a time and in the
     /// order they came, for an actor that makes blocking calls in its synchronous methods. It
     /// holds a pool thread only while it has jobs.

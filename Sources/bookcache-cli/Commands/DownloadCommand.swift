@@ -206,10 +206,11 @@ struct DownloadCommand: AsyncParsableCommand {
             if request.credentials == nil { request.credentials = login.credentials(for: request.url) }
             return .request(request, source: source)
         }
-        let window = concurrency
+        let window = manager.pipelineDepth
         let work = Task {
-            // Books start in the order they were given: at most `concurrency` are in the manager
-            // at once, and the next one starts when one finishes.
+            // Books start in the order they were given. The manager keeps `concurrency` transfers
+            // going; it is given as many books as keep them busy while earlier books are validated
+            // and published (its pipeline depth), and the next one when one finishes.
             await withTaskGroup(of: Void.self) { group in
                 var running = 0
                 for item in items {

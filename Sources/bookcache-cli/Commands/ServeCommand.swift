@@ -127,9 +127,9 @@ struct ServeCommand: AsyncParsableCommand {
             )
         }
         let logger = Logger(label: "bookcache.serve")
-        // Twice as many jobs in flight as transfers: the manager's queue always has the next
-        // one waiting, so a transfer starts the moment another ends.
-        let service = DownloadService(manager: manager, configuration: .init(concurrency: concurrency * 2), logger: logger)
+        // As many jobs in flight as keep every transfer busy while earlier books are validated
+        // and published (the manager's pipeline depth).
+        let service = DownloadService(manager: manager, configuration: .init(concurrency: manager.pipelineDepth), logger: logger)
         let server = APIServer(
             service: service, access: access,
             options: .init(
