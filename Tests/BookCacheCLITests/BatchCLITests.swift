@@ -168,7 +168,10 @@ struct BatchCLITests {
             try blocker.execute("BEGIN IMMEDIATE")
             let process = try ProcessRunner.launch(
                 "bookcache",
-                ["download", "\(server.baseURL)/alice.epub?again", "\(server.baseURL)/pride.epub", "--concurrency", "1", "--cache-dir", cache])
+                [
+                    "download", "\(server.baseURL)/alice.epub?again", "\(server.baseURL)/pride.epub", "--concurrency", "1", "--cache-dir",
+                    cache,
+                ])
             let arrived = await server.waitForRequests(count: 3, from: process)
             #expect(arrived)
             #expect(server.requests.last?.path == "/pride.epub")
