@@ -113,6 +113,11 @@ race() {
   local tools=(bookcache curl wget2 aria2c)
   local -A cmd times
   cmd[bookcache]="$bin download --from $list --concurrency $n --cacert $ca --cache-dir $work/lat-c"
+  # BOOKCACHE_BIN_BEFORE=PATH races another build of bookcache too (a before/after in the same rounds).
+  if [ -n "${BOOKCACHE_BIN_BEFORE:-}" ]; then
+    tools+=(before)
+    cmd[before]="$BOOKCACHE_BIN_BEFORE download --from $list --concurrency $n --cacert $ca --cache-dir $work/lat-c"
+  fi
   cmd[curl]="cd $work/lat-d && curl -s --cacert $ca --parallel --parallel-max $n -K $list.curlrc && sync -f ."
   cmd[wget2]="cd $work/lat-d && wget2 -q --no-robots --max-threads=$n --ca-certificate=$ca -i $list && sync -f ."
   cmd[aria2c]="aria2c -q -j $n -x 1 --ca-certificate=$ca --allow-overwrite=true --auto-file-renaming=false -d $work/lat-d -i $list && sync -f $work/lat-d"
@@ -131,7 +136,9 @@ race() {
     if [ -z "$best" ] || awk -v a="${med[$tool]}" -v b="$best" 'BEGIN { exit !(a < b) }'; then best="${med[$tool]}"; fastest="$tool"; fi
   done
   local ratio; ratio="$(awk -v a="${med[bookcache]}" -v b="$best" 'BEGIN { printf "%.2f×", a / b }')"
-  echo "| $name | ${med[bookcache]} s | curl ${med[curl]} s, wget2 ${med[wget2]} s, aria2c ${med[aria2c]} s (each then sync -f) | $ratio of $fastest | |" | tee -a "$out"
+  local before=""
+  [ -n "${med[before]:-}" ] && before=", bookcache before ${med[before]} s ($(awk -v a="${med[before]}" -v b="$best" 'BEGIN { printf "%.2f×", a / b }'))"
+  echo "| $name | ${med[bookcache]} s | curl ${med[curl]} s, wget2 ${med[wget2]} s, aria2c ${med[aria2c]} s (each then sync -f)$before | $ratio of $fastest | |" | tee -a "$out"
 }
 
 books() { # COUNT SIZE PREFIX

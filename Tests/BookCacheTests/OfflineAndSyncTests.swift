@@ -280,7 +280,8 @@ struct SyncTests {
             let manager = BookCacheManager(
                 configuration: BookCacheConfiguration(
                     rootDirectory: dir.path("cache"), maxConcurrentDownloads: 1, storageReserveBytes: 0, retryPolicy: .none))
-            server.holdRequests(to: "/b0.epub")
+            // The sync's downloads start in no set order: whichever is first is held.
+            for book in 0..<4 { server.holdRequests(to: "/b\(book).epub") }
             let sync = Task { try await manager.sync(manifest(server, 0..<4), keep: 4) }
             await server.waitForRequests(count: 1)
             let open = Task { try await manager.open(try request(server, "wanted.epub", id: "ebook-wanted")) }
@@ -290,7 +291,7 @@ struct SyncTests {
             _ = try await open.value
             _ = try await sync.value
             let paths = server.requests.map(\.path)
-            #expect(paths.first == "/b0.epub")
+            #expect(paths.first?.hasPrefix("/b") == true)
             #expect(paths[1] == "/wanted.epub", "\(paths)")
         }
     }

@@ -74,6 +74,45 @@ struct PipelineTests {
         }
     }
 
+    @Test("a transfer that is retried has its new response's room checked again", .timeLimit(.minutes(2)))
+    func retryChecksRoom() async throws {
+        try await withServerAndDirectory(files: ["book.epub": try Fixtures.data("alice.epub")]) { server, dir in
+            let configuration = BookCacheConfiguration(
+                rootDirectory: dir.path("cache"), storageReserveBytes: 0, maxSizeBytes: 1_000_000,
+                retryPolicy: RetryPolicy(retries: 1, baseDelay: .zero, jitter: 0))
+            let manager = BookCacheManager(configuration: configuration)
+            // The first answer breaks off; the second announces a body the budget could never hold
+            // (and then sends less, so a download that did not check would wait for the rest).
+            server.enqueueFault(.dropAfter(bytes: 100), for: "/book.epub")
+            server.enqueueFault(.contentLength("50000000"), for: "/book.epub")
+            let book = try request(server, "book.epub", id: "ebook-book")
+            do throws(BookCacheError) {
+                _ = try await manager.download(book)
+                Issue.record("the book was cached")
+            } catch {
+                #expect(error.kind == .insufficientStorage && error.message.contains("budget"), "\(error)")
+            }
+            #expect(server.requestCount(for: "/book.epub") == 2)
+        }
+    }
+
+    @Test("a cached book whose file is not its recorded size is not 'already cached': it is fetched again")
+    func alreadyCachedMeansWhole() async throws {
+        let alice = try Fixtures.data("alice.epub")
+        try await withServerAndDirectory(files: ["alice.epub": alice]) { server, dir in
+            let manager = makeManager(dir)
+            let book = try request(server, "alice.epub", id: "ebook-alice")
+            let first = try await manager.download(book)
+            // Cut short behind the cache's back (a disk error, another program).
+            try alice.prefix(100).write(to: first.fileURL)
+            #expect(try await manager.cachedFile(for: book.id) == nil)
+            let again = try await manager.download(book)
+            #expect(!again.wasAlreadyCached)
+            #expect(try Data(contentsOf: again.fileURL) == alice)
+            #expect(server.requestCount(for: "/alice.epub") == 2)
+        }
+    }
+
     /// Polls `condition` between yields (state other tasks change, not time); the test's time
     /// limit ends a wait that never ends.
     private func waitUntil(_ condition: () -> Bool) async throws {

@@ -482,17 +482,17 @@ public actor BookCacheManager {
 
     // MARK: - Helpers
 
-    /// The record of `id` if it is in the index and its file is on disk.
+    /// The record of `id` if it is in the index and its file is on disk, whole (``CacheLayout/holdsWhole(_:)``).
     private func cachedRecord(_ id: BookID) throws(BookCacheError) -> CachedBookMetadata? {
         try checkRootIsUsable()
         return onDisk(try store.record(id))
     }
 
-    /// `record` when its file is there; `nil` (and a warning) when the file is missing.
+    /// `record` when its file is there with its size; `nil` (and a warning) otherwise.
     private func onDisk(_ record: CachedBookMetadata?) -> CachedBookMetadata? {
         guard let record else { return nil }
-        guard FileSystem.fileSize(layout.url(forRelativePath: record.localPath)) != nil else {
-            logger.warning("a cached book's file is missing; treating it as not cached", metadata: ["id": "\(record.id)"])
+        guard layout.holdsWhole(record) else {
+            logger.warning("a cached book's file is missing or not whole; treating it as not cached", metadata: ["id": "\(record.id)"])
             return nil
         }
         return record

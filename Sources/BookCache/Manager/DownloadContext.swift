@@ -40,41 +40,7 @@ struct DownloadContext: Sendable {
         }
         do throws(BookCacheError) {
             var result = try await queue.withSlot(for: job(for: request, to: partial), onEvent: report) { slot throws(BookCacheError) in
-                // The lock is taken once the queue admits the job, so thousands of waiting jobs
-                // hold no file descriptors; it is held until the book is published or given up.
-                let lock = try await lockBook(id)
-                defer { lock.release() }
-                // The settings are read once per download, with the index.
-                let (meanwhile, settings) = try await cachedMeanwhile(request)
-                let limits = evictor.limits(from: settings)
-                let strict = configuration.strictValidation ?? settings.strict ?? false
-                if let record = meanwhile {
-                    return BookDownloadResult(
-                        metadata: record, fileURL: layout.url(forRelativePath: record.localPath), wasAlreadyCached: true)
-                }
-                let (file, entry) = try await receiveAndValidate(request, slot: slot, partial: partial, limits: limits, strict: strict) {
-                    evictedForSpace += $0
-                }
-                defer { awaitingPublish.give() }
-                // Published with the other books ready now, in one index transaction.
-                switch await publisher.publish(entry) {
-                case .success(let (stored, evicted)):
-                    logger.info(
-                        "cached",
-                        metadata: [
-                            "id": "\(id)", "bytes": "\(file.byteCount)", "sha256": "\(file.sha256)", "resumedFrom": "\(file.resumedFrom)",
-                        ])
-                    return BookDownloadResult(
-                        metadata: stored, fileURL: layout.url(forRelativePath: stored.localPath), wasAlreadyCached: false,
-                        evicted: evicted)
-                case .failure(let error):
-                    await BlockingWork.run {
-                        FileDownloader.discard(partial.path)
-                        // Gone already when the publisher placed it before the group failed.
-                        if let sidecar = entry.sidecar { unlink(sidecar.path) }
-                    }
-                    throw error
-                }
+                try await steps(of: request, with: slot, into: partial) { evictedForSpace += $0 }
             }
             result.evicted = evictedForSpace + result.evicted
             events.yield(.cached(result.metadata, alreadyCached: result.wasAlreadyCached))
@@ -88,67 +54,172 @@ struct DownloadContext: Sendable {
         }
     }
 
-    /// Opens the response, makes room for it, receives the body and validates the file. A book
-    /// that resumed a partial file and is then refused is fetched once more from the start before
-    /// it is called damaged: the fault may be the partial's (bytes an earlier version of the file
-    /// left, however carefully they were checked), not the URL's.
+    /// The download's steps once the queue has admitted it, in the order ``DownloadMachine``
+    /// gives them: each action is performed here and its outcome fed back, so every path — a retry,
+    /// a restart from byte 0, a failure at any step — goes through the same decisions.
     ///
-    /// Once the body has arrived the book takes a place among those awaiting publish and gives its
-    /// transfer's slot to the next book; it returns holding that place, for the caller to give
-    /// back once the book is published or refused.
-    private func receiveAndValidate(
-        _ request: BookDownloadRequest, slot: DownloadSlot, partial: URL, limits: Evictor.Limits, strict: Bool,
-        evicted: ([EvictedBook]) -> Void
-    ) async throws(BookCacheError) -> (DownloadedFile, GroupPublisher.Entry) {
+    /// The book's lock is taken once the queue admits the job (thousands of waiting jobs hold no
+    /// file descriptors) and held until the book is published or given up; the place among the
+    /// books awaiting publish is held from the body's arrival to the same end.
+    ///
+    /// Over 80 lines on purpose: the download's steps are one switch, read top to bottom in the
+    /// order the machine gives them; each case is a step and what it feeds back.
+    private func steps(
+        of request: BookDownloadRequest, with slot: DownloadSlot, into partial: URL, evicted: ([EvictedBook]) -> Void
+    ) async throws(BookCacheError) -> BookDownloadResult {
         let id = request.id
-        var fromStart = false
+        var machine = DownloadMachine()
+        var lock: BookLock?
+        var holdsPlace = false
+        defer {
+            if holdsPlace { awaitingPublish.give() }
+            lock?.release()
+        }
+        // What the steps found, for the steps after them; the settings are read once, with the index.
+        var found: CachedBookMetadata?
+        var limits: Evictor.Limits = (maxSize: nil, keep: nil, reserve: 0)
+        var strict = false
+        var opened: OpenedDownload?
+        var file: DownloadedFile?
+        var entry: GroupPublisher.Entry?
+        var published: BookDownloadResult?
+        var failure: BookCacheError?
+        var action = machine.next(.admitted)
         while true {
-            let opened: OpenedDownload
-            do {
-                opened = try await slot.open()
-            } catch {
-                throw Self.translate(error, id: id, root: layout.root.path, loginGiven: request.credentials != nil)
-            }
-            // Room on the disk for what is still to come; a book the budget could never hold
-            // is refused here. The budget evicts only at publishing.
-            if let length = opened.head.remainingLength ?? opened.head.expectedLength ?? request.expectedSize {
-                let evictor = self.evictor
-                do throws(BookCacheError) {
-                    evicted(try await BlockingWork.run { () throws(BookCacheError) in try evictor.admit(length, for: id, limits: limits) })
-                } catch {
-                    opened.cancel()
-                    throw error
+            if action == .fail { throw failure ?? .unexpected(id, cause: DownloadMachine.Stuck(phase: machine.phase)) }
+            do throws(BookCacheError) {
+                switch action {
+                case .lock:
+                    lock = try await lockBook(id)
+                    action = machine.next(.locked)
+                case .readIndex:
+                    let (record, settings) = try await cachedMeanwhile(request)
+                    (found, limits) = (record, evictor.limits(from: settings))
+                    strict = configuration.strictValidation ?? settings.strict ?? false
+                    action = machine.next(.found(cached: record != nil))
+                case .returnCached:
+                    let record = try Self.carried(found, id: id, machine)
+                    return BookDownloadResult(
+                        metadata: record, fileURL: layout.url(forRelativePath: record.localPath), wasAlreadyCached: true)
+                case .open:
+                    // Fetched again from the start after a refusal: the place goes back meanwhile.
+                    if holdsPlace {
+                        awaitingPublish.give()
+                        holdsPlace = false
+                    }
+                    opened = try await translated(request) { () throws(DownloadError) in try await slot.open() }
+                    action = machine.next(.opened)
+                case .makeRoom:
+                    try await makeRoom(for: try Self.carried(opened, id: id, machine), of: request, limits: limits, evicted: evicted)
+                    action = machine.next(.roomMade)
+                case .receive:
+                    let response = try Self.carried(opened, id: id, machine)
+                    switch try await translated(request, { () throws(DownloadError) in try await slot.receive(response) }) {
+                    case .file(let arrived):
+                        file = arrived
+                        action = machine.next(.bodyArrived)
+                    case .retrying:
+                        action = machine.next(.transferRetrying)
+                    }
+                case .takePlace:
+                    // Every byte has arrived: from here the book is validated and published even when
+                    // the download is cancelled (a signal, a caller), which costs less than fetching it
+                    // again. A full window holds this transfer's slot, and so the transfers, back.
+                    await awaitingPublish.take()
+                    holdsPlace = true
+                    await slot.release()
+                    events.yield(.validating(id))
+                    action = machine.next(.placeTaken)
+                case .validate:
+                    let arrived = try Self.carried(file, id: id, machine)
+                    do {
+                        let context = self
+                        let (settledLimits, settledStrict) = (limits, strict)
+                        entry = try await BlockingWork.run { () throws(BookCacheError) in
+                            try context.validate(arrived, of: request, from: partial, limits: settledLimits, strict: settledStrict)
+                        }
+                        action = machine.next(.validated)
+                    } catch  where [.fileCorrupted, .checksumMismatch].contains(error.kind) {
+                        // The refused partial is gone (validate removes it): a next attempt starts at byte 0.
+                        failure = error
+                        action = machine.next(.refused(resumed: arrived.resumedFrom > 0))
+                        if action == .open {
+                            logger.notice(
+                                "a resumed download was refused; fetching it once more from the start",
+                                metadata: ["id": "\(id)", "resumedFrom": "\(arrived.resumedFrom)", "reason": "\(error.message)"])
+                        }
+                    }
+                case .publish:
+                    let ready = try Self.carried(entry, id: id, machine)
+                    published = try await publish(ready, from: partial, resumedFrom: file?.resumedFrom ?? 0)
+                    action = machine.next(.published)
+                case .returnPublished:
+                    return try Self.carried(published, id: id, machine)
+                case .fail:
+                    // Thrown before the switch; never reached.
+                    action = machine.next(.failed)
                 }
-            }
-            let file: DownloadedFile
-            do {
-                file = try await slot.receive(opened)
             } catch {
-                throw Self.translate(error, id: id, root: layout.root.path, loginGiven: request.credentials != nil)
-            }
-            // Every byte has arrived: from here the book is validated and published even when the
-            // download is cancelled (a signal, a caller), which costs less than fetching it again.
-            await awaitingPublish.take()
-            await slot.release()
-            let context = self
-            events.yield(.validating(id))
-            do {
-                let entry = try await BlockingWork.run { () throws(BookCacheError) in
-                    try context.validate(file, of: request, from: partial, limits: limits, strict: strict)
-                }
-                return (file, entry)
-            } catch  where file.resumedFrom > 0 && !fromStart && [.fileCorrupted, .checksumMismatch].contains(error.kind) {
-                awaitingPublish.give()
-                // The refused partial is gone (validate removes it): the next attempt starts at byte 0.
-                logger.notice(
-                    "a resumed download was refused; fetching it once more from the start",
-                    metadata: ["id": "\(id)", "resumedFrom": "\(file.resumedFrom)", "reason": "\(error.message)"])
-                fromStart = true
-            } catch {
-                awaitingPublish.give()
-                throw error
+                failure = error
+                action = machine.next(.failed)
             }
         }
+    }
+
+    /// Publishes a validated book with the other books ready now, in one index transaction; a
+    /// book the group could not take leaves neither its file nor its sidecar behind.
+    private func publish(
+        _ ready: GroupPublisher.Entry, from partial: URL, resumedFrom: Int64
+    ) async throws(BookCacheError) -> BookDownloadResult {
+        switch await publisher.publish(ready) {
+        case .success(let (stored, evicted)):
+            logger.info(
+                "cached",
+                metadata: [
+                    "id": "\(stored.id)", "bytes": "\(stored.fileSize)", "sha256": "\(stored.checksum)", "resumedFrom": "\(resumedFrom)",
+                ])
+            return BookDownloadResult(
+                metadata: stored, fileURL: layout.url(forRelativePath: stored.localPath), wasAlreadyCached: false, evicted: evicted)
+        case .failure(let error):
+            await BlockingWork.run {
+                FileDownloader.discard(partial.path)
+                // Gone already when the publisher placed it before the group failed.
+                if let sidecar = ready.sidecar { unlink(sidecar.path) }
+            }
+            throw error
+        }
+    }
+
+    /// Room on the disk for what is still to come of `opened`; a book the budget could never hold
+    /// is refused here (the response is cancelled). The budget evicts only at publishing.
+    private func makeRoom(
+        for opened: OpenedDownload, of request: BookDownloadRequest, limits: Evictor.Limits, evicted: ([EvictedBook]) -> Void
+    ) async throws(BookCacheError) {
+        guard let length = opened.head.remainingLength ?? opened.head.expectedLength ?? request.expectedSize else { return }
+        let (evictor, id) = (self.evictor, request.id)
+        do throws(BookCacheError) {
+            evicted(try await BlockingWork.run { () throws(BookCacheError) in try evictor.admit(length, for: id, limits: limits) })
+        } catch {
+            opened.cancel()
+            throw error
+        }
+    }
+
+    /// Runs a step of the queue's, its error made the cache's.
+    private func translated<T>(
+        _ request: BookDownloadRequest, _ step: () async throws(DownloadError) -> T
+    ) async throws(BookCacheError) -> T {
+        do {
+            return try await step()
+        } catch {
+            throw Self.translate(error, id: request.id, root: layout.root.path, loginGiven: request.credentials != nil)
+        }
+    }
+
+    /// A value an earlier step left for this one; its absence is the machine's or this file's bug.
+    private static func carried<T>(_ value: T?, id: BookID, _ machine: DownloadMachine) throws(BookCacheError) -> T {
+        guard let value else { throw .unexpected(id, cause: DownloadMachine.Stuck(phase: machine.phase)) }
+        return value
     }
 
     /// The queue's job for a book: into `partial/`, resumable, with its login and headers.
@@ -185,9 +256,7 @@ struct DownloadContext: Sendable {
         let (store, layout, settings, id, replacing) = (self.store, self.layout, self.evictor.settings, request.id, request.replaceExisting)
         let (record, saved) = try await BlockingWork.run { () throws(BookCacheError) -> (CachedBookMetadata?, CacheSettings) in
             let saved = try settings.read()
-            guard !replacing, let record = try store.record(id),
-                FileSystem.fileSize(layout.url(forRelativePath: record.localPath)) == record.fileSize
-            else { return (nil, saved) }
+            guard !replacing, let record = try store.record(id), layout.holdsWhole(record) else { return (nil, saved) }
             return (record, saved)
         }
         if let record { try request.checkSameBook(asFrom: record.fileUrl) }

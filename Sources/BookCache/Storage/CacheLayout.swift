@@ -163,6 +163,12 @@ public struct CacheLayout: Sendable, Hashable {
         root.appending(path: path, directoryHint: .notDirectory)
     }
 
+    /// Whether `record`'s book is cached whole: its file is in place with the record's size. The
+    /// one rule for "already cached?", before a download is queued and again once its lock is held.
+    func holdsWhole(_ record: CachedBookMetadata) -> Bool {
+        FileSystem.fileSize(url(forRelativePath: record.localPath)) == record.fileSize
+    }
+
     /// The partial file of a download of `id`; stable, so a later process can resume it.
     /// Its resume record is beside it (`.part.resume`).
     public func partialFile(for id: BookID) -> URL {

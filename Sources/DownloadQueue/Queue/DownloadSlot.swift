@@ -75,30 +75,39 @@ package final class DownloadSlot: Sendable {
         }
     }
 
-    /// Streams the body of `opened` into the destination, hashing it. When the stream fails, the
-    /// request is sent again (resuming) as the policy says. The slot stays held: the caller gives
-    /// it up with ``release()`` when the next stage can take the file (so a full next stage holds
-    /// the transfers back), or it goes when the caller's work with the slot ends.
+    /// What ``receive(_:)`` ended with.
+    public enum Received: Sendable {
+        /// The whole body, in the destination.
+        case file(DownloadedFile)
+        /// The transfer failed and the policy retries it: the delay has been waited out with the
+        /// slot given up. Call ``open()`` to send the request again (resuming the partial file)
+        /// and decide on its head as on the first.
+        case retrying
+    }
+
+    /// Streams the body of `opened` into the destination, hashing it. The slot stays held: the
+    /// caller gives it up with ``release()`` when the next stage can take the file (so a full next
+    /// stage holds the transfers back), or it goes when the caller's work with the slot ends.
     /// - Parameter opened: What ``open()`` returned.
-    /// - Returns: The file, with its size and SHA-256.
+    /// - Returns: The file, with its size and SHA-256; or ``Received/retrying`` when the stream
+    ///   failed and the policy tries again.
     /// - Throws: ``DownloadError`` once no retry is left, or ``DownloadError/Kind/cancelled``.
-    public func receive(_ opened: OpenedDownload) async throws(DownloadError) -> DownloadedFile {
-        var opened = opened
-        while true {
-            do {
-                let file = try await downloader.receive(opened, onProgress: { [id, emit] progress in emit(.progress(id, progress)) })
-                emit(.finished(id, .success(file)))
-                return file
-            } catch {
-                try await failed(error)
-            }
-            opened = try await open()
+    public func receive(_ opened: OpenedDownload) async throws(DownloadError) -> Received {
+        do {
+            let file = try await downloader.receive(opened, onProgress: { [id, emit] progress in emit(.progress(id, progress)) })
+            emit(.finished(id, .success(file)))
+            return .file(file)
+        } catch {
+            try await failed(error)
+            return .retrying
         }
     }
 
-    /// ``open()`` then ``receive(_:)``.
+    /// ``open()`` then ``receive(_:)``, again while the transfer is retried.
     public func download() async throws(DownloadError) -> DownloadedFile {
-        try await receive(try await open())
+        while true {
+            if case .file(let file) = try await receive(try await open()) { return file }
+        }
     }
 
     /// Gives the slot up now that the body has arrived, so the queue starts the next job while the

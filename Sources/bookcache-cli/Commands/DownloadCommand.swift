@@ -37,8 +37,9 @@ struct DownloadCommand: AsyncParsableCommand {
             each eviction is said on stderr. A download that fails evicts nothing for the limits.
 
             Exit status is 0 only when every book ends up cached. On SIGINT or SIGTERM no new \
-            download starts, partial files are kept for the next run, books cut off are reported \
-            as interrupted, and the exit status is 130 or 143.
+            download starts, partial files are kept for the next run (a book whose body has all \
+            arrived is still validated and cached), books cut off are reported as interrupted, \
+            and the exit status is 130 or 143.
             """
     )
 
@@ -226,7 +227,7 @@ struct DownloadCommand: AsyncParsableCommand {
                 }
             }
         }
-        // SIGINT or SIGTERM stops starting books and cancels the running ones (their partial files
+        // SIGINT or SIGTERM stops starting books and cancels the running transfers (their partial files
         // are kept for resume); the exit status is then the conventional 128 + the signal.
         let signals = await UnixSignalsSequence(trapping: .sigint, .sigterm)
         let watcher = Task { () -> Int32? in

@@ -1,0 +1,145 @@
+/// Where one book download stands and what it does next: the download's steps as one value with
+/// no I/O, so every path through them — a book another process cached meanwhile, a transfer that
+/// is retried, a resumed file refused and fetched again from the start, a failure at any step — is
+/// decided in one place and tested on its own. ``DownloadContext`` performs each action and feeds
+/// its outcome back with ``next(_:)``.
+///
+/// ```
+/// waiting ─admitted─▶ admitted ─locked─▶ locked ─found(cached)─▶ cached (as it was)
+///                                           └─found(nothing)─▶ opening
+/// opening ─opened─▶ head ─roomMade─▶ receiving ─bodyArrived─▶ received ─placeTaken─▶ validating
+/// receiving ─transferRetrying─▶ opening        (the new response's room is checked again)
+/// validating ─validated─▶ publishing ─published─▶ cached
+/// validating ─refused, after a resume, once─▶ opening (from byte 0; the place is given back)
+/// any phase ─failed─▶ failed
+/// ```
+struct DownloadMachine: Equatable {
+    /// Where the download stands.
+    enum Phase: Equatable {
+        /// In the queue's line.
+        case waiting
+        /// Holds a transfer slot.
+        case admitted
+        /// Holds the book's lock.
+        case locked
+        /// The request is sent (again), the head awaited.
+        case opening
+        /// The response head has arrived; room on the disk is being made for the body.
+        case head
+        /// The body is streaming into `partial/`.
+        case receiving
+        /// Every byte has arrived; waiting for a place among the books awaiting publish.
+        case received
+        /// Holds a place; the transfer's slot went to the next book; the file is being checked.
+        case validating
+        /// Handed to the group publisher.
+        case publishing
+        /// Done: cached now, or found cached.
+        case cached
+        /// Done: failed for good.
+        case failed
+    }
+
+    /// What a step ended with.
+    enum Outcome: Equatable {
+        case admitted
+        case locked
+        /// The index was read: whether the book is cached whole already.
+        case found(cached: Bool)
+        case opened
+        case roomMade
+        case bodyArrived
+        /// The transfer failed and the queue's policy retries it: the slot was given up for the
+        /// delay, and the request goes again.
+        case transferRetrying
+        case placeTaken
+        case validated
+        /// Validation refused the file; `resumed` when part of it came from an earlier attempt.
+        case refused(resumed: Bool)
+        case published
+        case failed
+    }
+
+    /// What to do next.
+    enum Action: Equatable {
+        case lock
+        case readIndex
+        /// Send the request (a place held from an earlier try is given back first).
+        case open
+        case makeRoom
+        case receive
+        /// Take a place among the books awaiting publish, then give the transfer's slot up.
+        case takePlace
+        case validate
+        case publish
+        /// Return the book found cached.
+        case returnCached
+        /// Return the book just published.
+        case returnPublished
+        /// Give up with the error the last step threw.
+        case fail
+    }
+
+    /// A step found the download in a phase it cannot be in: a bug, reported as
+    /// ``BookCacheError/Kind/unexpected`` rather than guessed around.
+    struct Stuck: Error, CustomStringConvertible {
+        let phase: Phase
+        var description: String { "the download's steps went out of order (in phase \(phase))" }
+    }
+
+    private(set) var phase = Phase.waiting
+    /// Whether the file was already fetched again from the start after a refusal.
+    private(set) var restartedFromStart = false
+
+    /// The action that follows `outcome` in the current phase. An outcome the phase cannot have
+    /// (a bug of the caller's) fails the download rather than guessing.
+    mutating func next(_ outcome: Outcome) -> Action {
+        switch (phase, outcome) {
+        case (_, .failed):
+            phase = .failed
+            return .fail
+        case (.waiting, .admitted):
+            phase = .admitted
+            return .lock
+        case (.admitted, .locked):
+            phase = .locked
+            return .readIndex
+        case (.locked, .found(let cached)):
+            phase = cached ? .cached : .opening
+            return cached ? .returnCached : .open
+        case (.opening, .opened):
+            phase = .head
+            return .makeRoom
+        case (.head, .roomMade):
+            phase = .receiving
+            return .receive
+        case (.receiving, .transferRetrying):
+            phase = .opening
+            return .open
+        case (.receiving, .bodyArrived):
+            phase = .received
+            return .takePlace
+        case (.received, .placeTaken):
+            phase = .validating
+            return .validate
+        case (.validating, .validated):
+            phase = .publishing
+            return .publish
+        case (.validating, .refused(let resumed)):
+            // The fault may be the partial file's, not the URL's: once, fetch it all again.
+            guard resumed && !restartedFromStart else {
+                phase = .failed
+                return .fail
+            }
+            restartedFromStart = true
+            phase = .opening
+            return .open
+        case (.publishing, .published):
+            phase = .cached
+            return .returnPublished
+        default:
+            phase = .failed
+            return .fail
+        }
+    }
+}
