@@ -238,7 +238,7 @@ package struct FileDownloader: Sendable {
                 }
                 batch.append(buffer)
                 batchBytes += buffer.count
-                if batchBytes >= Self.batchBytes {
+                if batchBytes >= Self.batchBytes(after: received) {
                     let full = batch
                     batch.removeAll(keepingCapacity: true)
                     batchBytes = 0
@@ -336,8 +336,14 @@ package struct FileDownloader: Sendable {
         }
     }
 
-    /// Bytes gathered before they are hashed and written in one hop to a blocking-work thread.
-    static let batchBytes = 1 << 20
+    /// Bytes gathered before they are hashed and written in one hop to a blocking-work thread,
+    /// once `received` bytes have arrived: 256 KiB for a body's first 4 MiB, then 1 MiB. Small
+    /// books keep little in memory while many transfers run at once (a batch of 1 MiB books at 8
+    /// transfers: private memory 17.2 → 15.6 MiB), and a large one pays few hops (256 KiB all the
+    /// way made a 1 GiB book 10% slower in a 7-round A/B).
+    static func batchBytes(after received: Int64) -> Int {
+        received < 4 << 20 ? 1 << 18 : 1 << 20
+    }
     /// Bytes that must arrive before a resume record is written.
     static let recordAfterBytes: Int64 = 1 << 20
     /// The most bytes received between two checkpoints of a large download.
