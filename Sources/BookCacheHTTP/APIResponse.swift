@@ -138,7 +138,7 @@ struct APIJob: Encodable {
         try container.encode(job.bookId, forKey: .bookId)
         try container.encode(job.url, forKey: .url)
         try container.encodeIfPresent(job.title, forKey: .title)
-        try container.encode(Self.word(job.priority), forKey: .priority)
+        try container.encode(job.priority.word, forKey: .priority)
         try container.encode(job.state.rawValue, forKey: .state)
         try container.encode(job.bytes, forKey: .bytes)
         try container.encodeIfPresent(job.total, forKey: .total)
@@ -147,14 +147,6 @@ struct APIJob: Encodable {
         try container.encode(job.createdAt, forKey: .createdAt)
         try container.encode(job.updatedAt, forKey: .updatedAt)
         try container.encodeIfPresent(job.nextAttemptAt, forKey: .nextAttemptAt)
-    }
-
-    static func word(_ priority: DownloadPriority) -> String {
-        switch priority {
-        case .low: "low"
-        case .normal: "normal"
-        case .high: "high"
-        }
     }
 }
 

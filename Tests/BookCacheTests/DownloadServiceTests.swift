@@ -8,6 +8,13 @@ import Testing
 /// The download service as an app runs it: without HTTP, in-process.
 @Suite("DownloadService")
 struct DownloadServiceTests {
+    @Test("each priority's word names it, and no other word names one")
+    func priorityWords() {
+        for priority in DownloadPriority.allCases { #expect(DownloadPriority(word: priority.word) == priority) }
+        #expect(DownloadPriority.allCases.map(\.word).joined(separator: ", ") == "low, normal, high")
+        for word in ["urgent", "High", " high", ""] { #expect(DownloadPriority(word: word) == nil, "\(word)") }
+    }
+
     @Test("submitted jobs run to their end, with events; a second service over the same cache sees them; a book's active job is reused")
     func runsJobs() async throws {
         try await withServerAndDirectory(directory: Fixtures.books) { server, dir in

@@ -54,14 +54,11 @@ extension DownloadService {
             }
             var priority = DownloadPriority.normal
             if let given = object.removeValue(forKey: "priority") {
-                switch given as? String {
-                case "low": priority = .low
-                case "normal": priority = .normal
-                case "high": priority = .high
-                default:
+                guard let word = given as? String, let named = DownloadPriority(word: word) else {
                     problems.append(.init(index: index, reason: "priority must be \"low\", \"normal\" or \"high\""))
                     continue
                 }
+                priority = named
             }
             let unknown = Set(object.keys).subtracting(ManifestParser.knownKeys).sorted()
             guard unknown.isEmpty else {

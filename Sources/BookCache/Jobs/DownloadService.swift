@@ -267,7 +267,7 @@ public actor DownloadService {
     /// stays pinned. The record's URL carries the login it was downloaded with, if any.
     /// - Returns: The job (the one not yet ended, when the book has one).
     package func refresh(_ book: CachedBookMetadata) throws -> [ServiceJob] {
-        var fields: [String: Any] = ["refresh": true, "priority": "high"]
+        var fields: [String: Any] = ["refresh": true, "priority": DownloadPriority.high.word]
         if book.pinned { fields["pin"] = true }
         return try submit(Self.manifestLine(url: book.fileUrl, id: try book.bookID, title: book.title, adding: fields))
     }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import BookCache
+import DownloadQueue
 import Foundation
 
 struct QueueCommand: AsyncParsableCommand {
@@ -66,7 +67,9 @@ struct QueueAddCommand: AsyncParsableCommand {
 
     func validate() throws {
         if urls.isEmpty == (from == nil) { throw ValidationError("give URLs or --from FILE, not both") }
-        if let priority, !["low", "normal", "high"].contains(priority) { throw ValidationError("--priority must be low, normal or high") }
+        if let priority, DownloadPriority(word: priority) == nil {
+            throw ValidationError("--priority must be \(DownloadPriority.wordList)")
+        }
     }
 
     func run() async throws {
