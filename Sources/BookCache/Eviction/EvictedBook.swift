@@ -1,3 +1,4 @@
+import DownloadQueue
 import Foundation
 
 /// A book the cache removed on its own: to make room for another, or because a sync source or

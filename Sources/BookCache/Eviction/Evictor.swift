@@ -1,3 +1,4 @@
+import DownloadQueue
 import Foundation
 import Logging
 

@@ -1,6 +1,5 @@
 import Foundation
 import Logging
-import Synchronization
 
 /// Runs downloads with bounded concurrency, priorities, retries and resume.
 ///
@@ -39,7 +38,7 @@ public actor DownloadQueue {
     private var tasks: [DownloadJobID: Task<DownloadedFile, any Error>] = [:]
     private var hostHolds: [String: Duration] = [:]
     private var holdTimerArmed: Set<String> = []
-    private let subscribers = SubscriberList()
+    private let subscribers = Broadcast<DownloadEvent>()
 
     private struct Waiter {
         let id: DownloadJobID
@@ -81,13 +80,7 @@ public actor DownloadQueue {
 
     /// A stream of every job's events, from now on. Each call makes a new subscriber.
     public func events() -> AsyncStream<DownloadEvent> {
-        let (stream, continuation) = AsyncStream<DownloadEvent>.makeStream(bufferingPolicy: .bufferingNewest(4096))
-        let key = UUID()
-        subscribers.add(continuation, key: key)
-        continuation.onTermination = { [subscribers] _ in
-            subscribers.remove(key)
-        }
-        return stream
+        subscribers.stream()
     }
 
     /// Adds a job. It is in the line when this returns, so jobs enqueued one after another
@@ -325,24 +318,5 @@ public actor DownloadQueue {
 
     static func hostKey(_ url: URL) -> String {
         "\(url.scheme?.lowercased() ?? "")://\(url.host?.lowercased() ?? ""):\(url.port ?? -1)"
-    }
-}
-
-/// The queue-wide event subscribers, usable from any thread.
-private final class SubscriberList: Sendable {
-    private let continuations = Mutex<[UUID: AsyncStream<DownloadEvent>.Continuation]>([:])
-
-    func add(_ continuation: AsyncStream<DownloadEvent>.Continuation, key: UUID) {
-        continuations.withLock { $0[key] = continuation }
-    }
-
-    func remove(_ key: UUID) {
-        _ = continuations.withLock { $0.removeValue(forKey: key) }
-    }
-
-    func yield(_ event: DownloadEvent) {
-        continuations.withLock { continuations in
-            for continuation in continuations.values { continuation.yield(event) }
-        }
     }
 }

@@ -2,11 +2,15 @@ import Foundation
 import Synchronization
 
 /// Sends each value to every stream made by ``stream()`` and still listened to. A slow listener
-/// keeps the newest 4,096 values; a stream that ends stops receiving.
-final class Broadcast<Element: Sendable>: Sendable {
+/// keeps the newest 4,096 values; a stream that ends stops receiving. The queue's events and the
+/// cache's (book events, evictions, the service's jobs) go out through it.
+package final class Broadcast<Element: Sendable>: Sendable {
     private let continuations = Mutex<[UUID: AsyncStream<Element>.Continuation]>([:])
 
-    func stream() -> AsyncStream<Element> {
+    package init() {}
+
+    /// A new listener's stream, of the values yielded from now on.
+    package func stream() -> AsyncStream<Element> {
         let (stream, continuation) = AsyncStream<Element>.makeStream(bufferingPolicy: .bufferingNewest(4096))
         let key = UUID()
         continuations.withLock { $0[key] = continuation }
@@ -17,7 +21,7 @@ final class Broadcast<Element: Sendable>: Sendable {
     }
 
     /// Ends every stream made so far (they deliver what they hold, then finish).
-    func finish() {
+    package func finish() {
         let ended = continuations.withLock { continuations -> [AsyncStream<Element>.Continuation] in
             defer { continuations.removeAll() }
             return Array(continuations.values)
@@ -25,7 +29,8 @@ final class Broadcast<Element: Sendable>: Sendable {
         for continuation in ended { continuation.finish() }
     }
 
-    func yield(_ value: Element) {
+    /// Sends `value` to every listener.
+    package func yield(_ value: Element) {
         continuations.withLock { continuations in
             for continuation in continuations.values { continuation.yield(value) }
         }
