@@ -35,70 +35,65 @@ enum APIResponse {
             body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
     }
 
-    /// An error with the status that fits it: a library error by its kind, a refused submission
-    /// with its problems, the API's own 404, 400 and 413; anything else is a 500.
+    /// An error with the status that fits it: an ``APIError`` with its own, a refused submission
+    /// with its problems, a library error by its kind; anything else is a 500.
     static func error(_ error: any Error) -> Response {
         switch error {
+        case let error as APIError:
+            var response = self.error(error.status, kind: error.kind, error.message)
+            for field in error.headers { response.headers[field.name] = field.value }
+            return response
         case let error as DownloadService.SubmissionError:
             return self.error(
                 .badRequest, kind: "invalidArgument", error.problems.isEmpty ? error.message : "nothing was enqueued: \(error.description)",
                 problems: error.problems)
-        case let error as APINotFound:
-            return self.error(.notFound, kind: error.kind, error.message)
-        case let error as APIBadRequest:
-            return self.error(.badRequest, kind: "invalidArgument", error.message)
-        case let error as APITooLarge:
-            return self.error(.contentTooLarge, kind: "invalidArgument", error.message)
-        case let error as APIRequestTimeout:
-            var response = self.error(.requestTimeout, kind: "requestTimeout", error.message)
-            response.headers[.connection] = "close"
-            return response
-        case let error as APIUnavailable:
-            var response = self.error(.serviceUnavailable, kind: "busy", error.message)
-            response.headers[.retryAfter] = String(error.retryAfter)
-            return response
+        case let error as BookCacheError:
+            let status: HTTPResponse.Status
+            switch error.kind {
+            case .notCached: status = .notFound
+            case .invalidIdentifier, .invalidURL, .invalidChecksum, .invalidArgument: status = .badRequest
+            case .insufficientStorage: status = .init(code: 507, reasonPhrase: "Insufficient Storage")
+            default: status = .internalServerError
+            }
+            return self.error(status, kind: error.kind.description, error.message)
         default:
-            break
-        }
-        guard let error = error as? BookCacheError else {
             return self.error(.internalServerError, kind: "internal", "\(error)")
         }
-        let status: HTTPResponse.Status
-        switch error.kind {
-        case .notCached: status = .notFound
-        case .invalidIdentifier, .invalidURL, .invalidChecksum, .invalidArgument: status = .badRequest
-        case .insufficientStorage: status = .init(code: 507, reasonPhrase: "Insufficient Storage")
-        default: status = .internalServerError
-        }
-        return self.error(status, kind: error.kind.description, error.message)
     }
 }
 
-/// No such job, source or cached book (404).
-struct APINotFound: Error {
+/// An error of the API's own that carries its answer: the status, the `kind` a client acts on,
+/// the message, and any header the status needs. The one home of those statuses.
+struct APIError: Error {
+    var status: HTTPResponse.Status
     var kind: String
     var message: String
-}
+    var headers: HTTPFields = [:]
 
-/// A body the API cannot use (400).
-struct APIBadRequest: Error {
-    var message: String
-}
+    /// No such job, source or cached book (404).
+    static func notFound(kind: String = "notFound", _ message: String) -> Self {
+        Self(status: .notFound, kind: kind, message: message)
+    }
 
-/// A body over the cap (413).
-struct APITooLarge: Error {
-    var message: String
-}
+    /// A request the API cannot use (400).
+    static func badRequest(_ message: String) -> Self {
+        Self(status: .badRequest, kind: "invalidArgument", message: message)
+    }
 
-/// A body that did not arrive in time (408; the connection is closed).
-struct APIRequestTimeout: Error {
-    var message: String
-}
+    /// A body over the cap (413).
+    static func tooLarge(_ message: String) -> Self {
+        Self(status: .contentTooLarge, kind: "invalidArgument", message: message)
+    }
 
-/// The service is at a limit for now (503 with `Retry-After` seconds).
-struct APIUnavailable: Error {
-    var message: String
-    var retryAfter: Int
+    /// A body that did not arrive in time (408; the connection is closed).
+    static func requestTimeout(_ message: String) -> Self {
+        Self(status: .requestTimeout, kind: "requestTimeout", message: message, headers: [.connection: "close"])
+    }
+
+    /// The service is at a limit for now (503 with `Retry-After` seconds).
+    static func unavailable(_ message: String, retryAfter: Int) -> Self {
+        Self(status: .serviceUnavailable, kind: "busy", message: message, headers: [.retryAfter: String(retryAfter)])
+    }
 }
 
 /// Answers every error a handler throws with `APIResponse.error(_:)`, so handlers just `try`.

@@ -188,17 +188,17 @@ public struct APIServer: Sendable {
             // ?wait=SECONDS (at most 60): answer once the job has ended, or when the time is up.
             let wait = request.uri.queryParameters.get("wait").flatMap { Int($0) }.map { min(max($0, 0), 60) }
             let found = if let wait { try await service.waitForEnd(of: id, timeout: .seconds(wait)) } else { try await service.job(id) }
-            guard let job = found else { throw APINotFound(kind: "notFound", message: "no job \(id)") }
+            guard let job = found else { throw APIError.notFound("no job \(id)") }
             return APIResponse.json(APIJob(job: job))
         }
         api.post("jobs/:id/retry") { _, context -> Response in
             let id = context.parameters.get("id") ?? ""
-            guard let job = try await service.retry(id) else { throw APINotFound(kind: "notFound", message: "no job \(id)") }
+            guard let job = try await service.retry(id) else { throw APIError.notFound("no job \(id)") }
             return APIResponse.json(APIJob(job: job))
         }
         api.delete("jobs/:id") { _, context -> Response in
             let id = context.parameters.get("id") ?? ""
-            guard let job = try await service.cancel(id) else { throw APINotFound(kind: "notFound", message: "no job \(id)") }
+            guard let job = try await service.cancel(id) else { throw APIError.notFound("no job \(id)") }
             return APIResponse.json(APIJob(job: job))
         }
 
@@ -254,7 +254,7 @@ public struct APIServer: Sendable {
         }
         api.delete("books/:id") { _, context -> Response in
             let id = try BookID(parsing: context.parameters.get("id") ?? "")
-            guard try await manager.delete(id) else { throw APINotFound(kind: "notCached", message: "\(id) is not cached") }
+            guard try await manager.delete(id) else { throw APIError.notFound(kind: "notCached", "\(id) is not cached") }
             service.bookRemoved(id.description)
             struct Deleted: Encodable { var deleted: String }
             return APIResponse.json(Deleted(deleted: id.description))
@@ -300,7 +300,7 @@ public struct APIServer: Sendable {
             do {
                 new = try JSONDecoder().decode(NewSource.self, from: body)
             } catch {
-                throw APIBadRequest(message: "send {\"source\": URL, \"keep\": N, \"every\": \"4h\"} (\(error))")
+                throw APIError.badRequest("send {\"source\": URL, \"keep\": N, \"every\": \"4h\"} (\(error))")
             }
             let every = try new.every.map { text throws(BookCacheError) in try TimeSpan(parsing: text).seconds } ?? 4 * 3600
             let source = try await service.addSource(
@@ -310,7 +310,7 @@ public struct APIServer: Sendable {
         }
         api.delete("sources/:id") { _, context -> Response in
             let id = context.parameters.get("id") ?? ""
-            guard try await service.removeSource(id) else { throw APINotFound(kind: "notFound", message: "no source \(id)") }
+            guard try await service.removeSource(id) else { throw APIError.notFound("no source \(id)") }
             struct Removed: Encodable { var removed: String }
             return APIResponse.json(Removed(removed: id))
         }
@@ -321,7 +321,7 @@ public struct APIServer: Sendable {
             // would otherwise hold its buffers for as long as it does not.
             let channel = context.channel
             guard let mailbox = streams.open(onDrop: { channel.close(promise: nil) }) else {
-                throw APIUnavailable(message: "\(options.maxEventStreams) event streams are open already; try again shortly", retryAfter: 5)
+                throw APIError.unavailable("\(options.maxEventStreams) event streams are open already; try again shortly", retryAfter: 5)
             }
             let snapshot: String
             do {
@@ -360,7 +360,7 @@ public struct APIServer: Sendable {
 extension APIServer {
     /// A request's body, at most `limit` bytes, arrived within `timeout`; `hint` says what to
     /// do with a larger one.
-    /// - Throws: ``APITooLarge`` (413) for a larger body, ``APIRequestTimeout`` (408) for a slower
+    /// - Throws: ``APIError/tooLarge(_:)`` (413) for a larger body, ``APIError/requestTimeout(_:)`` (408) for a slower
     ///   one; a broken connection as it is.
     static func body(of request: Request, upTo limit: Int, within timeout: Duration, _ hint: String) async throws -> Data {
         try await withThrowingTaskGroup(of: Data.self) { group in
@@ -369,12 +369,12 @@ extension APIServer {
                 do {
                     return Data(try await request.collectBody(upTo: limit).readableBytesView)
                 } catch is NIOTooManyBytesError {
-                    throw APITooLarge(message: "the body is larger than \(limit) bytes; \(hint)")
+                    throw APIError.tooLarge("the body is larger than \(limit) bytes; \(hint)")
                 }
             }
             group.addTask {
                 try await Task.sleep(for: timeout)
-                throw APIRequestTimeout(message: "the body did not arrive within \(timeout); send it at once")
+                throw APIError.requestTimeout("the body did not arrive within \(timeout); send it at once")
             }
             defer { group.cancelAll() }
             return try await group.next()!
@@ -383,32 +383,32 @@ extension APIServer {
 
     /// The shelf query of `GET /books?limit=&after=&sort=&q=&author=&type=&status=`; `nil` when
     /// none of them is given (the whole listing).
-    /// - Throws: ``APIBadRequest`` for a value that is not one of those documented.
+    /// - Throws: ``APIError/badRequest(_:)`` for a value that is not one of those documented.
     static func shelfQuery(_ request: Request) throws -> ShelfQuery? {
         let names = ["limit", "after", "sort", "q", "author", "type", "status"]
         guard try names.contains(where: { try parameter($0, of: request) != nil }) else { return nil }
         var query = ShelfQuery(limit: 50)
         if let text = try parameter("limit", of: request) {
             guard let limit = Int(text), (1...ShelfQuery.maxLimit).contains(limit) else {
-                throw APIBadRequest(message: "limit must be a number from 1 to \(ShelfQuery.maxLimit)")
+                throw APIError.badRequest("limit must be a number from 1 to \(ShelfQuery.maxLimit)")
             }
             query.limit = limit
         }
         if let sort = try parameter("sort", of: request) {
             guard let order = ShelfQuery.Order(rawValue: sort) else {
-                throw APIBadRequest(message: "sort must be one of \(ShelfQuery.Order.allCases.map(\.rawValue).joined(separator: ", "))")
+                throw APIError.badRequest("sort must be one of \(ShelfQuery.Order.allCases.map(\.rawValue).joined(separator: ", "))")
             }
             query.order = order
         }
         if let type = try parameter("type", of: request) {
-            guard let bookType = BookType(rawValue: type) else { throw APIBadRequest(message: "type must be ebook or magazine") }
+            guard let bookType = BookType(rawValue: type) else { throw APIError.badRequest("type must be ebook or magazine") }
             query.type = bookType
         }
         switch try parameter("status", of: request) {
         case nil, "all": break
         case "pinned": query.pinnedOnly = true
         case "outdated": query.outdatedOnly = true
-        default: throw APIBadRequest(message: "status must be all, pinned or outdated")
+        default: throw APIError.badRequest("status must be all, pinned or outdated")
         }
         query.search = try parameter("q", of: request)
         query.author = try parameter("author", of: request).flatMap { $0.isEmpty ? nil : $0 }
@@ -433,7 +433,7 @@ extension APIServer {
     /// A book's cached cover, with its media type; 404 when it has none.
     static func coverResponse(_ book: CachedBookMetadata, manager: BookCacheManager, headOnly: Bool) async throws -> Response {
         guard let path = book.coverPath, let type = OPDSCatalogue.imageType(path) else {
-            throw APINotFound(kind: "noCover", message: "\(book.id) has no cached cover")
+            throw APIError.notFound(kind: "noCover", "\(book.id) has no cached cover")
         }
         let url = manager.layout.url(forRelativePath: path)
         let image: ByteBuffer
@@ -447,7 +447,7 @@ extension APIServer {
                 return try file.read(at: 0, count: Int(file.size))
             }
         } catch {
-            throw APINotFound(kind: "noCover", message: "\(book.id)'s cover cannot be read (\(error)); run bookcache verify")
+            throw APIError.notFound(kind: "noCover", "\(book.id)'s cover cannot be read (\(error)); run bookcache verify")
         }
         return Response(
             status: .ok,
@@ -461,7 +461,7 @@ extension APIServer {
     /// The cached book the route's `:id` names; 404 when it is not cached.
     static func book(_ context: ServiceRequestContext, in manager: BookCacheManager) async throws -> CachedBookMetadata {
         let id = try BookID(parsing: context.parameters.get("id") ?? "")
-        guard let book = try await manager.metadata(for: id) else { throw APINotFound(kind: "notCached", message: "\(id) is not cached") }
+        guard let book = try await manager.metadata(for: id) else { throw APIError.notFound(kind: "notCached", "\(id) is not cached") }
         return book
     }
 }

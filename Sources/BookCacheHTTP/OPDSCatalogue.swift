@@ -119,7 +119,7 @@ struct OPDSCatalogue: Sendable {
     }
 
     /// A page of an acquisition feed, after the cursor `after` (the first page when `nil`).
-    /// - Throws: ``APIBadRequest`` for a cursor no page gave.
+    /// - Throws: ``APIError/badRequest(_:)`` for a cursor no page gave.
     func books(_ selection: Selection, after: String?, _ flavour: Flavour, strings: [String: String]) async throws -> Feed {
         var query = ShelfQuery(order: .newest, limit: Self.pageSize, after: after)
         let root = flavour.root
@@ -155,7 +155,7 @@ struct OPDSCatalogue: Sendable {
         switch read {
         case .success(let found): page = found
         case .failure(let error) where error.kind == .invalidArgument:
-            throw APIBadRequest(message: "\(error.message); follow the feed's next link as given")
+            throw APIError.badRequest("\(error.message); follow the feed's next link as given")
         case .failure(let error): throw error
         }
         let selfHref = Self.href(root + path, parameters + (after.map { [("after", $0)] } ?? []))

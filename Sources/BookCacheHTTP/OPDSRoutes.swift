@@ -44,7 +44,7 @@ extension APIServer {
             }
             route(group, "author") { request, _ -> Response in
                 guard let name = try Self.parameter("name", of: request), !name.isEmpty else {
-                    throw APIBadRequest(message: "name the author: \(flavour.root)/author?name=NAME")
+                    throw APIError.badRequest("name the author: \(flavour.root)/author?name=NAME")
                 }
                 let feed = try await catalogue.books(
                     .author(name), after: try Self.parameter("after", of: request), flavour, strings: Self.strings(request))
@@ -55,7 +55,7 @@ extension APIServer {
                 guard let terms = try Self.parameter(key, of: request) ?? Self.parameter("q", of: request),
                     !terms.trimmingCharacters(in: .whitespaces).isEmpty
                 else {
-                    throw APIBadRequest(message: "say what to search for: \(flavour.root)/search?\(key)=WORDS")
+                    throw APIError.badRequest("say what to search for: \(flavour.root)/search?\(key)=WORDS")
                 }
                 let feed = try await catalogue.books(
                     .search(terms), after: try Self.parameter("after", of: request), flavour, strings: Self.strings(request))
@@ -64,7 +64,7 @@ extension APIServer {
             route(group, "authors") { request, _ -> Response in
                 let offsetText = try Self.parameter("offset", of: request)
                 guard let offset = offsetText.map({ Int($0) }) ?? 0, (0...10_000_000).contains(offset) else {
-                    throw APIBadRequest(message: "offset must be a number of authors to skip")
+                    throw APIError.badRequest("offset must be a number of authors to skip")
                 }
                 return Self.feed(try await catalogue.authors(offset: offset, flavour, strings: Self.strings(request)), flavour, request)
             }
@@ -133,11 +133,11 @@ extension APIServer {
             let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             guard decode(parts[0]) == name else { continue }
             guard let value = parts.count > 1 ? decode(parts[1]) : "" else {
-                throw APIBadRequest(message: "\(name) is not percent-encoded UTF-8")
+                throw APIError.badRequest("\(name) is not percent-encoded UTF-8")
             }
-            guard value.utf8.count <= maxBytes else { throw APIBadRequest(message: "\(name) is longer than \(maxBytes) bytes") }
+            guard value.utf8.count <= maxBytes else { throw APIError.badRequest("\(name) is longer than \(maxBytes) bytes") }
             guard !value.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else {
-                throw APIBadRequest(message: "\(name) holds a control character")
+                throw APIError.badRequest("\(name) holds a control character")
             }
             return value
         }
