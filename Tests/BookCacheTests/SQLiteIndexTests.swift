@@ -24,6 +24,25 @@ struct SQLiteIndexTests {
         return record
     }
 
+    @Test("the reads' connection never makes an index: one deleted while the store is open is not replaced by an empty one")
+    func readerNeverCreates() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let layout = CacheLayout(root: dir.url)
+        for type in BookType.allCases {
+            try FileManager.default.createDirectory(at: layout.folder(for: type), withIntermediateDirectories: true)
+        }
+        let store = IndexStore(layout: layout, logger: Logger(label: "test"))
+        let book = try record(1)
+        // Only the writer's connection is open when the index is deleted behind the store's back.
+        try store.update { $0[key: book.id] = book }
+        for suffix in ["", "-wal", "-shm"] { unlink(layout.databaseFile.path + suffix) }
+        _ = try store.record(try book.bookID)
+        _ = try store.totals()
+        // An empty index in its place would hide every book (its sidecars are rebuilt only into a missing one).
+        #expect(!FileManager.default.fileExists(atPath: layout.databaseFile.path))
+    }
+
     @Test("an index made before the language column gets it on its first writable open; its books read with none")
     func languageColumnAdded() throws {
         let dir = try TemporaryDirectory()

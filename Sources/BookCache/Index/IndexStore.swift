@@ -186,7 +186,8 @@ final class IndexStore: Sendable {
                 if let kept = slot, kept.generation == current {
                     index = kept.index
                 } else {
-                    index = try SQLiteIndex(path: layout.databaseFile.path)
+                    // Never made here: a database deleted meanwhile is not replaced by an empty one.
+                    index = try SQLiteIndex(path: layout.databaseFile.path, creating: false)
                     slot = (index, current)
                 }
                 return try body(index)

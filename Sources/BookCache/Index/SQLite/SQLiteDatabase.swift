@@ -87,11 +87,12 @@ final class SQLiteDatabase {
     private let handle: OpaquePointer
     private var statements: [String: SQLiteStatement] = [:]
 
-    /// Opens (creating if needed) the database at `path`.
+    /// Opens the database at `path`, creating it if needed unless `creating` is off.
     /// - Parameters:
     ///   - path: The file.
+    ///   - creating: Whether a missing file is made (off, opening it fails instead).
     ///   - busyTimeout: How long a call waits for another connection's lock.
-    init(path: String, busyTimeout: Duration = .seconds(30)) throws(SQLiteError) {
+    init(path: String, creating: Bool = true, busyTimeout: Duration = .seconds(30)) throws(SQLiteError) {
         if Self.onReadOnlyFilesystem(path) {
             // Nothing can change the file: read it through the log files that are there (asked
             // for read-write, SQLite would fail to open the shared-memory file for writing).
@@ -100,7 +101,7 @@ final class SQLiteDatabase {
             configure(busyTimeout: busyTimeout)
             return
         }
-        handle = try Self.open(path, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX)
+        handle = try Self.open(path, flags: SQLITE_OPEN_READWRITE | (creating ? SQLITE_OPEN_CREATE : 0) | SQLITE_OPEN_NOMUTEX)
         configure(busyTimeout: busyTimeout)
         do {
             try execute("PRAGMA journal_mode=WAL")

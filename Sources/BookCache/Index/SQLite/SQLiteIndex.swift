@@ -75,12 +75,14 @@ final class SQLiteIndex {
     /// the records `populate` inserts one at a time through the function it is given (an older
     /// index imported, or sidecars read), so two processes opening a new cache at once populate
     /// it once, and a rebuild does not hold every record in memory.
+    /// With `creating` off, a missing file is not made (opening fails): for a second connection
+    /// to an index another one made ready.
     /// - Throws: ``SQLiteError``; ``SQLiteError/isDamage`` when the file is not a usable database.
     init(
-        path: String,
+        path: String, creating: Bool = true,
         populate: (_ insert: (CachedBookMetadata) throws(SQLiteError) -> Void) throws(SQLiteError) -> Void = { _ in }
     ) throws(SQLiteError) {
-        database = try SQLiteDatabase(path: path)
+        database = try SQLiteDatabase(path: path, creating: creating)
         let version = try Self.userVersion(database)
         guard version <= Self.schemaVersion else {
             throw SQLiteError(
