@@ -95,51 +95,28 @@ struct DownloadMachine: Equatable {
     /// (a bug of the caller's) fails the download rather than guessing.
     mutating func next(_ outcome: Outcome) -> Action {
         switch (phase, outcome) {
-        case (_, .failed):
-            phase = .failed
-            return .fail
-        case (.waiting, .admitted):
-            phase = .admitted
-            return .lock
-        case (.admitted, .locked):
-            phase = .locked
-            return .readIndex
-        case (.locked, .found(let cached)):
-            phase = cached ? .cached : .opening
-            return cached ? .returnCached : .open
-        case (.opening, .opened):
-            phase = .head
-            return .makeRoom
-        case (.head, .roomMade):
-            phase = .receiving
-            return .receive
-        case (.receiving, .transferRetrying):
-            phase = .opening
-            return .open
-        case (.receiving, .bodyArrived):
-            phase = .received
-            return .takePlace
-        case (.received, .placeTaken):
-            phase = .validating
-            return .validate
-        case (.validating, .validated):
-            phase = .publishing
-            return .publish
+        case (_, .failed): return move(to: .failed, .fail)
+        case (.waiting, .admitted): return move(to: .admitted, .lock)
+        case (.admitted, .locked): return move(to: .locked, .readIndex)
+        case (.locked, .found(let cached)): return cached ? move(to: .cached, .returnCached) : move(to: .opening, .open)
+        case (.opening, .opened): return move(to: .head, .makeRoom)
+        case (.head, .roomMade): return move(to: .receiving, .receive)
+        case (.receiving, .transferRetrying): return move(to: .opening, .open)
+        case (.receiving, .bodyArrived): return move(to: .received, .takePlace)
+        case (.received, .placeTaken): return move(to: .validating, .validate)
+        case (.validating, .validated): return move(to: .publishing, .publish)
         case (.validating, .refused(let resumed)):
             // The fault may be the partial file's, not the URL's: once, fetch it all again.
-            guard resumed && !restartedFromStart else {
-                phase = .failed
-                return .fail
-            }
+            guard resumed && !restartedFromStart else { return move(to: .failed, .fail) }
             restartedFromStart = true
-            phase = .opening
-            return .open
-        case (.publishing, .published):
-            phase = .cached
-            return .returnPublished
-        default:
-            phase = .failed
-            return .fail
+            return move(to: .opening, .open)
+        case (.publishing, .published): return move(to: .cached, .returnPublished)
+        default: return move(to: .failed, .fail)
         }
+    }
+
+    private mutating func move(to next: Phase, _ action: Action) -> Action {
+        phase = next
+        return action
     }
 }
