@@ -7,9 +7,10 @@ import Logging
 /// meanwhile is returned as it is; the response head is read and room made on the disk; the
 /// body streams into `partial/` while it is hashed (resuming what an earlier attempt left); the
 /// transfer's slot goes to the next book once this one has a place among the books awaiting
-/// publish (``BookCacheManager/pipelineDepth``); the file is validated, then published in one index update — the same one that evicts what the
-/// budget can no longer hold, so a download that does not end cached evicts nothing for the
-/// budget. Every blocking step (index, validation, files) runs on ``BlockingWork``.
+/// publish (``BookCacheManager/pipelineDepth``); the file is validated, then published in one
+/// index update — the same one that evicts what the budget can no longer hold, so a download that
+/// does not end cached evicts nothing for the budget. ``DownloadMachine`` orders the steps. Every
+/// blocking step (index, validation, files) runs on ``BlockingWork``.
 struct DownloadContext: Sendable {
     let layout: CacheLayout
     let store: IndexStore
