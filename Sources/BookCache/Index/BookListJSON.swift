@@ -29,6 +29,26 @@ package enum BookListJSON {
         return URL(string: string).map(URLRedaction.redacted) ?? string
     }
 
+    /// A listed record's key: a field, or its status (`field` nil), with the bytes written
+    /// before its value, made once.
+    final class Key: Sendable {
+        let field: BookField?
+        private let first: [UInt8]
+        private let later: [UInt8]
+
+        init(_ name: String, _ field: BookField?) {
+            self.field = field
+            first = Array("  {\n    \"\(name)\" : ".utf8)
+            later = Array(",\n    \"\(name)\" : ".utf8)
+        }
+
+        func prefix(first isFirst: Bool) -> [UInt8] { isFirst ? first : later }
+    }
+
+    /// A listed record's keys in sorted order (`JSONEncoder`'s `.sortedKeys`): its fields and its status.
+    static let keys: [Key] = (BookField.all.map { Key($0.name, $0) } + [Key("status", nil)])
+        .sorted { ($0.field?.name ?? "status") < ($1.field?.name ?? "status") }
+
     /// Writes a JSON array of records as they arrive, handing the bytes to `sink` a megabyte at
     /// a time (and at ``finish()``).
     public struct Writer: ~Copyable {
@@ -108,71 +128,53 @@ package enum BookListJSON {
             append("]")
         }
 
-        /// One record, from `  {` to `  }`, without what separates it from the next.
+        /// One record, from `  {` to `  }`, without what separates it from the next: its fields
+        /// present (``BookField/isPresent(in:)``) and its status, keys in sorted order.
         mutating func record(_ book: CachedBookMetadata) {
-            // Keys in sorted order; every key after `bookId` follows another, so its separator
-            // is part of the literal.
-            append("  {\n")
-            if !book.authors.isEmpty {
-                append("    \"authors\" : ")
-                stringArray(book.authors)
-                append(",\n")
-            }
-            append("    \"bookId\" : ")
-            string(book.bookId)
-            append(",\n    \"bookType\" : ")
-            string(book.bookType.rawValue)
-            append(",\n    \"checksum\" : ")
-            string(book.checksum)
-            if let path = book.coverPath {
-                append(",\n    \"coverPath\" : ")
-                string(path)
-            }
-            if let cover = book.coverUrl {
-                append(",\n    \"coverUrl\" : ")
-                string(cover)
-            }
-            append(",\n    \"downloadedAt\" : ")
-            string(MetadataCoding.formatUTC(book.downloadedAt))
-            if let etag = book.etag {
-                append(",\n    \"etag\" : ")
-                string(etag)
-            }
-            append(",\n    \"fileSize\" : ")
-            number(book.fileSize)
-            append(",\n    \"fileUrl\" : ")
-            string(book.fileUrl)
-            append(",\n    \"format\" : ")
-            string(book.format.rawValue)
-            append(",\n    \"id\" : ")
-            string(book.id)
-            if let language = book.language {
-                append(",\n    \"language\" : ")
-                string(language)
-            }
-            append(",\n    \"lastAccessedAt\" : ")
-            string(MetadataCoding.formatUTC(book.lastAccessedAt))
-            if let modified = book.lastModified {
-                append(",\n    \"lastModified\" : ")
-                string(modified)
-            }
-            append(",\n    \"localPath\" : ")
-            string(book.localPath)
-            append(book.outdated ? ",\n    \"outdated\" : true" : ",\n    \"outdated\" : false")
-            append(book.pinned ? ",\n    \"pinned\" : true" : ",\n    \"pinned\" : false")
-            append(",\n    \"status\" : ")
-            string(BookListJSON.status(book))
-            if !book.syncSources.isEmpty {
-                append(",\n    \"syncSources\" : ")
-                stringArray(book.syncSources)
-            }
-            append(",\n    \"title\" : ")
-            string(book.title)
-            if !book.warnings.isEmpty {
-                append(",\n    \"warnings\" : ")
-                stringArray(book.warnings)
+            var first = true
+            for key in BookListJSON.keys {
+                guard let field = key.field else {
+                    self.key(key, first: &first)
+                    string(BookListJSON.status(book))
+                    continue
+                }
+                switch field.kind {
+                case .text(let get, _):
+                    self.key(key, first: &first)
+                    string(get(book))
+                case .optionalText(let get, _):
+                    guard let text = get(book) else { continue }
+                    self.key(key, first: &first)
+                    string(text)
+                case .integer(let get, _):
+                    self.key(key, first: &first)
+                    number(get(book))
+                case .date(let get, _):
+                    self.key(key, first: &first)
+                    string(MetadataCoding.formatUTC(get(book)))
+                case .flag(let get, _):
+                    self.key(key, first: &first)
+                    append(get(book) ? "true" : "false")
+                case .list(let get, _):
+                    let list = get(book)
+                    guard !list.isEmpty else { continue }
+                    self.key(key, first: &first)
+                    stringArray(list)
+                case .type(let get, _):
+                    self.key(key, first: &first)
+                    string(get(book).rawValue)
+                case .format(let get, _):
+                    self.key(key, first: &first)
+                    string(get(book).rawValue)
+                }
             }
             append("\n  }")
+        }
+
+        /// The key and what comes before it: `  {` for the first, a comma for the others.
+        private mutating func key(_ key: BookListJSON.Key, first: inout Bool) {
+            key.prefix(first: first).withUnsafeBytes { append($0) }
+            first = false
         }
 
         mutating func append(_ text: String) {

@@ -127,13 +127,9 @@ final class GroupPublisher: Sendable {
         let destination = layout.url(forRelativePath: record.localPath)
         let previous = index[id]
         if let previous {
-            // A refresh keeps what the user decided about the book, and its place in LRU order.
-            record.pinned = previous.pinned
-            record.syncSources = previous.syncSources
-            record.lastAccessedAt = previous.lastAccessedAt
-            if previous.coverPath != nil && record.coverPath == nil { record.coverPath = previous.coverPath }
-            if record.authors.isEmpty { record.authors = previous.authors }
-            if record.language == nil { record.language = previous.language }
+            // A refresh keeps what the user decided about the book, its place in LRU order, and
+            // what the catalogue said before when it says nothing now (``BookField/onRefresh``).
+            for field in BookField.all { field.refresh(&record, from: previous) }
         }
         record.pinned = record.pinned || entry.pin
         // Only a book that sync brought in belongs to a sync source; one the user downloaded stays theirs.

@@ -48,64 +48,28 @@ public struct CachedBookMetadata: Sendable, Codable, Hashable, Identifiable {
     /// needs (see ``ValidationReport/warnings``). Empty for a conformant book.
     public var warnings: [String] = []
 
-    private enum CodingKeys: String, CodingKey {
-        case id, bookType, bookId, title, coverUrl, fileUrl, localPath, fileSize, downloadedAt, lastAccessedAt, checksum
-        case format, etag, lastModified, pinned, outdated, coverPath, syncSources, authors, language, warnings
-    }
-
+    // Coded field by field as ``BookField/all`` says (the index's columns come from the same table).
     public init(from decoder: any Decoder) throws {
-        let c = try decoder.container(keyedBy: CodingKeys.self)
-        id = try c.decode(String.self, forKey: .id)
-        bookType = try c.decode(BookType.self, forKey: .bookType)
-        bookId = try c.decode(String.self, forKey: .bookId)
-        title = try c.decode(String.self, forKey: .title)
-        coverUrl = try c.decodeIfPresent(String.self, forKey: .coverUrl)
-        fileUrl = try c.decode(String.self, forKey: .fileUrl)
-        localPath = try c.decode(String.self, forKey: .localPath)
-        fileSize = try c.decode(Int64.self, forKey: .fileSize)
-        downloadedAt = try c.decode(Date.self, forKey: .downloadedAt)
-        lastAccessedAt = try c.decode(Date.self, forKey: .lastAccessedAt)
-        checksum = try c.decode(String.self, forKey: .checksum)
-        format = try c.decode(BookFormat.self, forKey: .format)
-        etag = try c.decodeIfPresent(String.self, forKey: .etag)
-        lastModified = try c.decodeIfPresent(String.self, forKey: .lastModified)
-        pinned = try c.decodeIfPresent(Bool.self, forKey: .pinned) ?? false
-        outdated = try c.decodeIfPresent(Bool.self, forKey: .outdated) ?? false
-        coverPath = try c.decodeIfPresent(String.self, forKey: .coverPath)
-        syncSources = try c.decodeIfPresent([String].self, forKey: .syncSources) ?? []
-        authors = try c.decodeIfPresent([String].self, forKey: .authors) ?? []
-        language = try c.decodeIfPresent(String.self, forKey: .language)
-        warnings = try c.decodeIfPresent([String].self, forKey: .warnings) ?? []
+        let container = try decoder.container(keyedBy: BookField.Key.self)
+        var record = CachedBookMetadata()
+        for field in BookField.all { try field.decode(from: container, into: &record) }
+        self = record
     }
 
     public func encode(to encoder: any Encoder) throws {
-        var c = encoder.container(keyedBy: CodingKeys.self)
-        try c.encode(id, forKey: .id)
-        try c.encode(bookType, forKey: .bookType)
-        try c.encode(bookId, forKey: .bookId)
-        try c.encode(title, forKey: .title)
-        try c.encodeIfPresent(coverUrl, forKey: .coverUrl)
-        try c.encode(fileUrl, forKey: .fileUrl)
-        try c.encode(localPath, forKey: .localPath)
-        try c.encode(fileSize, forKey: .fileSize)
-        try c.encode(downloadedAt, forKey: .downloadedAt)
-        try c.encode(lastAccessedAt, forKey: .lastAccessedAt)
-        try c.encode(checksum, forKey: .checksum)
-        try c.encode(format, forKey: .format)
-        try c.encodeIfPresent(etag, forKey: .etag)
-        try c.encodeIfPresent(lastModified, forKey: .lastModified)
-        try c.encode(pinned, forKey: .pinned)
-        try c.encode(outdated, forKey: .outdated)
-        try c.encodeIfPresent(coverPath, forKey: .coverPath)
-        if !syncSources.isEmpty { try c.encode(syncSources, forKey: .syncSources) }
-        if !authors.isEmpty { try c.encode(authors, forKey: .authors) }
-        try c.encodeIfPresent(language, forKey: .language)
-        if !warnings.isEmpty { try c.encode(warnings, forKey: .warnings) }
+        var container = encoder.container(keyedBy: BookField.Key.self)
+        for field in BookField.all { try field.encode(self, to: &container) }
     }
 
     /// The typed id.
     public var bookID: BookID {
         get throws(BookCacheError) { try BookID(type: bookType, bookId: bookId) }
+    }
+
+    /// A record with every field empty, for readers that fill it field by field.
+    init() {
+        (id, bookType, bookId, title, fileUrl, localPath, fileSize, checksum, format) = ("", .ebook, "", "", "", "", 0, "", .epub)
+        (downloadedAt, lastAccessedAt) = (Date(timeIntervalSince1970: 0), Date(timeIntervalSince1970: 0))
     }
 
     /// Creates a record.

@@ -8,13 +8,10 @@ final class SQLiteIndex {
     /// `PRAGMA user_version` of the schema below.
     static let schemaVersion: Int64 = 1
 
+    /// The tables and triggers; the book table's columns are ``BookField/columns``.
     static let schema = """
         CREATE TABLE IF NOT EXISTS book (
-            id TEXT PRIMARY KEY NOT NULL, bookType TEXT NOT NULL, bookId TEXT NOT NULL, title TEXT NOT NULL,
-            coverUrl TEXT, fileUrl TEXT NOT NULL, localPath TEXT NOT NULL, fileSize INTEGER NOT NULL,
-            downloadedAt REAL NOT NULL, lastAccessedAt REAL NOT NULL, checksum TEXT NOT NULL, format TEXT NOT NULL,
-            etag TEXT, lastModified TEXT, pinned INTEGER NOT NULL DEFAULT 0, outdated INTEGER NOT NULL DEFAULT 0,
-            coverPath TEXT, authors TEXT, warnings TEXT, language TEXT
+            \(BookField.columns.map(\.declaration).joined(separator: ", "))
         ) WITHOUT ROWID;
         CREATE TABLE IF NOT EXISTS book_source (
             book TEXT NOT NULL REFERENCES book(id) ON DELETE CASCADE, source TEXT NOT NULL, position INTEGER NOT NULL,
@@ -62,11 +59,10 @@ final class SQLiteIndex {
         CREATE INDEX IF NOT EXISTS book_url ON book(fileUrl);
         """
 
-    static let columns =
-        "id, bookType, bookId, title, coverUrl, fileUrl, localPath, fileSize, downloadedAt, lastAccessedAt, checksum, format, etag, lastModified, pinned, outdated, coverPath, authors, warnings, language"
+    static let columns = BookField.columns.map(\.name).joined(separator: ", ")
 
-    /// The columns a record is read from: ``columns``, or, in an index made before the
-    /// `language` column that this process may not change (read-only), a null in its place.
+    /// The columns a record is read from: ``columns``, or, in an index made before a field was
+    /// added that this process may not change (read-only), a null in the missing one's place.
     private(set) var readColumns = SQLiteIndex.columns
 
     let database: SQLiteDatabase
@@ -90,8 +86,9 @@ final class SQLiteIndex {
                 message: "the index is from a newer version of bookcache (schema \(version))")
         }
         guard !database.isReadOnly else {
-            if version == Self.schemaVersion, try !hasLanguageColumn() {
-                readColumns = Self.columns.replacingOccurrences(of: ", language", with: ", NULL")
+            if version == Self.schemaVersion {
+                let missing = try missingColumns()
+                readColumns = BookField.columns.map { missing.contains($0.name) ? "NULL" : $0.name }.joined(separator: ", ")
             }
             return
         }
@@ -129,28 +126,35 @@ final class SQLiteIndex {
         if populated > 0 { try database.execute("PRAGMA wal_checkpoint(TRUNCATE)") }
     }
 
-    /// Whether the book table has the `language` column (added after schema 1 was first released).
-    private func hasLanguageColumn() throws(SQLiteError) -> Bool {
-        let check = try database.statement("SELECT count(*) FROM pragma_table_info('book') WHERE name = 'language'")
+    /// The fields added after the index's first release (``BookField/addedLater``) whose column
+    /// the book table lacks.
+    private func missingColumns() throws(SQLiteError) -> [String] {
+        let check = try database.statement("SELECT name FROM pragma_table_info('book')")
         defer { check.reset() }
-        return try check.step() && check.int64(0) > 0
+        var present: Set<String> = []
+        while try check.step() { present.insert(check.text(0) ?? "") }
+        return BookField.columns.filter { $0.addedLater && !present.contains($0.name) }.map(\.name)
     }
 
     /// Brings an index made by an earlier release of schema 1 up to this one, in one write
-    /// transaction when anything is missing: the `language` column, and the shelf's indexes (one
-    /// sort each; a second for a million books). Older versions name their columns and keep the
-    /// indexes up to date unknowingly, so they still open it. A read of the schema otherwise.
+    /// transaction when anything is missing: the columns of fields added since, and the shelf's
+    /// indexes (one sort each; a second for a million books). Older versions name their columns
+    /// and keep the indexes up to date unknowingly, so they still open it. A read of the schema
+    /// otherwise.
     private func upgradeInPlace() throws(SQLiteError) {
         let check = try database.statement(
             "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name IN ('book_new', 'book_title', 'book_read', 'book_url')")
         let indexes = try check.step() ? check.int64(0) : 0
         check.reset()
-        let hasLanguage = try hasLanguageColumn()
-        guard indexes < 4 || !hasLanguage else { return }
+        let missing = try missingColumns()
+        guard indexes < 4 || !missing.isEmpty else { return }
         do {
             try database.writing { () throws(SQLiteError) in
                 // Another process may have done it while this one waited for the lock.
-                if try !hasLanguageColumn() { try database.execute("ALTER TABLE book ADD COLUMN language TEXT") }
+                for name in try missingColumns() {
+                    let field = BookField.columns.first { $0.name == name }
+                    try database.execute("ALTER TABLE book ADD COLUMN \(field?.declaration ?? name)")
+                }
                 try database.execute(Self.shelfIndexes)
             }
         } catch {
@@ -338,39 +342,15 @@ final class SQLiteIndex {
 
     // MARK: - Writing (inside a transaction)
 
+    private static let upsert = """
+        INSERT INTO book (\(columns)) VALUES (\(BookField.columns.map { _ in "?" }.joined(separator: ", ")))
+        ON CONFLICT(id) DO UPDATE SET \(BookField.columns.dropFirst().map { "\($0.name) = excluded.\($0.name)" }.joined(separator: ", "))
+        """
+
     /// Inserts or replaces a record and its sync sources.
     func put(_ record: CachedBookMetadata) throws(SQLiteError) {
-        let upsert = try database.statement(
-            """
-            INSERT INTO book (\(Self.columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-            ON CONFLICT(id) DO UPDATE SET bookType = excluded.bookType, bookId = excluded.bookId, title = excluded.title,
-                coverUrl = excluded.coverUrl, fileUrl = excluded.fileUrl, localPath = excluded.localPath,
-                fileSize = excluded.fileSize, downloadedAt = excluded.downloadedAt, lastAccessedAt = excluded.lastAccessedAt,
-                checksum = excluded.checksum, format = excluded.format, etag = excluded.etag,
-                lastModified = excluded.lastModified, pinned = excluded.pinned, outdated = excluded.outdated,
-                coverPath = excluded.coverPath, authors = excluded.authors, warnings = excluded.warnings,
-                language = excluded.language
-            """)
-        upsert.bind(record.id, at: 1)
-        upsert.bind(record.bookType.rawValue, at: 2)
-        upsert.bind(record.bookId, at: 3)
-        upsert.bind(record.title, at: 4)
-        upsert.bind(record.coverUrl, at: 5)
-        upsert.bind(record.fileUrl, at: 6)
-        upsert.bind(record.localPath, at: 7)
-        upsert.bind(record.fileSize, at: 8)
-        upsert.bind(record.downloadedAt.timeIntervalSince1970, at: 9)
-        upsert.bind(record.lastAccessedAt.timeIntervalSince1970, at: 10)
-        upsert.bind(record.checksum, at: 11)
-        upsert.bind(record.format.rawValue, at: 12)
-        upsert.bind(record.etag, at: 13)
-        upsert.bind(record.lastModified, at: 14)
-        upsert.bind(Int64(record.pinned ? 1 : 0), at: 15)
-        upsert.bind(Int64(record.outdated ? 1 : 0), at: 16)
-        upsert.bind(record.coverPath, at: 17)
-        upsert.bind(Self.encodeList(record.authors), at: 18)
-        upsert.bind(Self.encodeList(record.warnings), at: 19)
-        upsert.bind(record.language, at: 20)
+        let upsert = try database.statement(Self.upsert)
+        for (position, field) in BookField.columns.enumerated() { field.bind(record, to: upsert, at: Int32(position + 1)) }
         try upsert.run()
         let clear = try database.statement("DELETE FROM book_source WHERE book = ?")
         clear.bind(record.id, at: 1)
@@ -396,47 +376,19 @@ final class SQLiteIndex {
 
     // MARK: - Rows
 
+    /// The record the row holds (``columns``; its sync sources are read apart). Its id is made
+    /// again from its type and book id, and its paths by the layout: the stored ones are not trusted.
     private static func record(from row: SQLiteStatement) throws(SQLiteError) -> CachedBookMetadata {
-        func required(_ column: Int32, _ name: String) throws(SQLiteError) -> String {
-            guard let text = row.text(column) else {
-                throw SQLiteError(.invalidRow, operation: "read a record", message: "\(name) is missing")
-            }
-            return text
-        }
-        guard let type = BookType(rawValue: try required(1, "bookType")), let format = BookFormat(rawValue: try required(11, "format")),
-            let id = try? BookID(type: type, bookId: try required(2, "bookId"))
-        else {
-            throw SQLiteError(
-                .invalidRow, operation: "read a record", message: "the record \(row.text(0) ?? "?") has an invalid type, id or format")
-        }
-        var record = CachedBookMetadata(
-            id: id, title: try required(3, "title"), coverUrl: row.text(4), fileUrl: try required(5, "fileUrl"),
-            localPath: try required(6, "localPath"), fileSize: row.int64(7),
-            downloadedAt: Date(timeIntervalSince1970: row.double(8)), lastAccessedAt: Date(timeIntervalSince1970: row.double(9)),
-            checksum: try required(10, "checksum"), format: format, etag: row.text(12), lastModified: row.text(13))
-        record.pinned = row.int64(14) != 0
-        record.outdated = row.int64(15) != 0
-        record.coverPath = row.text(16)
-        record.authors = try decodeList(row.text(17), "authors")
-        record.warnings = try decodeList(row.text(18), "warnings")
-        record.language = row.text(19)
-        // The stored paths are not trusted: the layout makes them.
-        return CacheLayout.confined(record, id: id)
-    }
-
-    private static func encodeList(_ list: [String]) -> String? {
-        guard !list.isEmpty, let data = try? JSONEncoder().encode(list) else { return nil }
-        return String(decoding: data, as: UTF8.self)
-    }
-
-    /// A list column (authors, warnings); text that is not a JSON list is damage, not an empty list.
-    private static func decodeList(_ text: String?, _ name: String) throws(SQLiteError) -> [String] {
-        guard let text else { return [] }
+        var record = CachedBookMetadata()
+        for (column, field) in BookField.columns.enumerated() { try field.read(row, column: Int32(column), into: &record) }
+        let id: BookID
         do {
-            return try JSONDecoder().decode([String].self, from: Data(text.utf8))
+            id = try BookID(type: record.bookType, bookId: record.bookId)
         } catch {
-            throw SQLiteError(.invalidRow, operation: "read a record", message: "its \(name) are not a list (\(error))")
+            throw SQLiteError(.invalidRow, operation: "read a record", message: "the record \(record.id) has an invalid id")
         }
+        record.id = id.description
+        return CacheLayout.confined(record, id: id)
     }
 
     private func sources(of id: String) throws(SQLiteError) -> [String] {
