@@ -256,6 +256,7 @@ struct CLITests {
         record.syncSources = ["https://example.org/feed"]
         record.authors = ["A. Author", "B. Author"]
         record.language = "de-CH"
+        record.published = "1818"
         record.warnings = ["a warning"]
         for child in Mirror(reflecting: record).children {
             let label = child.label ?? "?"

@@ -21,6 +21,7 @@ struct SQLiteIndexTests {
         record.syncSources = n % 2 == 0 ? ["https://feed/b", "https://feed/a"] : []
         record.coverPath = n % 2 == 0 ? "ebooks/b\(n).cover.jpg" : nil
         record.language = n % 2 == 0 ? "de-CH" : nil
+        record.published = n % 2 == 0 ? "1818-01-01" : nil
         return record
     }
 

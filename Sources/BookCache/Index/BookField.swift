@@ -79,6 +79,8 @@ final class BookField: Sendable {
         BookField(name: "warnings", kind: .list({ $0.warnings }, { $0.warnings = $1 })),
         BookField(
             name: "language", kind: .optionalText({ $0.language }, { $0.language = $1 }), onRefresh: .keptWhenMissing, addedLater: true),
+        BookField(
+            name: "published", kind: .optionalText({ $0.published }, { $0.published = $1 }), onRefresh: .keptWhenMissing, addedLater: true),
         BookField(name: "syncSources", kind: .list({ $0.syncSources }, { $0.syncSources = $1 }), onRefresh: .kept, ownTable: true),
     ]
 

@@ -44,6 +44,10 @@ public struct CachedBookMetadata: Sendable, Codable, Hashable, Identifiable {
     /// The book's language as a BCP 47 tag (`en`, `de-CH`): the catalogue's, else the EPUB's own
     /// (its package document's `dc:language`); `nil` when unknown.
     public var language: String?
+    /// The book's publication date in W3C date form (`1818`, `1818-01`, `1818-01-01`): the
+    /// catalogue's (`dc:issued`, OPDS 2 `published`), else the EPUB's own (its package
+    /// document's `dc:date`); `nil` when unknown.
+    public var published: String?
     /// What validation warned about when the book was cached: rules it breaks that no reader
     /// needs (see ``ValidationReport/warnings``). Empty for a conformant book.
     public var warnings: [String] = []
