@@ -28,8 +28,9 @@ extension OPDSCatalogue.Feed {
             for author in book.authors { xml += "    <author><name>\(Self.escape(author))</name></author>\n" }
             xml += "    <dc:identifier>urn:bookcache:book:\(Self.escape(book.id))</dc:identifier>\n"
             if let language = book.language { xml += "    <dc:language>\(Self.escape(language))</dc:language>\n" }
-            // No dc:issued: it is the publication's date (OPDS 1.2 §5), which the cache does not
-            // know; `updated` says when the entry changed.
+            // The publication's date (OPDS 1.2 §5) when the book or its catalogue gave one;
+            // `updated` says when the entry changed.
+            if let published = book.published { xml += "    <dc:issued>\(Self.escape(published))</dc:issued>\n" }
             for link in Self.bookLinks(book) { xml += "    " + Self.atomLink(link) + "\n" }
             xml += "  </entry>\n"
         }
@@ -65,6 +66,8 @@ extension OPDSCatalogue.Feed {
                 ]
                 if !book.authors.isEmpty { metadata["author"] = book.authors.map { ["name": $0] } }
                 if let language = book.language { metadata["language"] = language }
+                // A JSON Schema `date`: a year or a month alone is not one.
+                if let published = book.published, PublicationDate.isFullDate(published) { metadata["published"] = published }
                 let links = Self.bookLinks(book)
                 var publication: [String: Any] = [
                     "metadata": metadata,

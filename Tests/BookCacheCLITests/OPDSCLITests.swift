@@ -29,11 +29,14 @@ struct OPDSCLITests {
             // Each author's language, as the catalogue says it (one entry's is no language tag, and dropped)
             let language =
                 n == 8 ? "<dc:language>en; DROP TABLE</dc:language>" : "<dc:language>\(["en", "fr", "zh-Hans"][n % 3])</dc:language>"
+            // The book's publication date for every other entry (a year alone for every fourth)
+            let issued =
+                n % 2 == 1 ? "" : n % 4 == 0 ? "<dc:issued>18\(10 + n % 90)</dc:issued>" : "<dc:issued>1818-01-0\(1 + n % 9)</dc:issued>"
             let cover =
                 n % 3 == 0 ? #"<link rel="http://opds-spec.org/image" type="image/jpeg" href="\#(server.baseURL)/cover.jpg"/>"# : ""
             return """
                 <entry><title>\(escaped)</title><id>urn:test:b\(n)</id><updated>2026-11-25T00:00:00Z</updated>
-                <author><name>\(author)</name></author>\(cover)\(language)
+                <author><name>\(author)</name></author>\(cover)\(language)\(issued)
                 <link rel="http://opds-spec.org/acquisition" type="application/epub+zip" href="\(server.baseURL)/alice.epub?copy=\(n)"/></entry>
                 """
         }
@@ -88,6 +91,10 @@ struct OPDSCLITests {
             #expect(languages.values.filter { $0 == "fr" }.count == 40)
             #expect(languages.values.filter { $0 == "zh-Hans" }.count == 39, "book 8's catalogue language is dropped")
             #expect(languages["Book 8 of the shelf"] == "en", "alice.epub's own dc:language")
+            let published = Dictionary(
+                uniqueKeysWithValues: cached.values.map { ($0["title"] as? String ?? "", $0["published"] as? String) })
+            #expect(published["Book 4 of the shelf"] == "1814" && published["Book 6 of the shelf"] == "1818-01-07")
+            #expect(published["Book 5 of the shelf"] == .some(nil), "no date in the catalogue, none in alice.epub")
             let service = try await Service.start(cache: cache)
             defer { service.process.send(SIGKILL) }
             let read = try await ProcessRunner.run(
@@ -180,6 +187,7 @@ struct OPDSCLITests {
                 #expect(copy["checksum"] as? String == source["checksum"] as? String, "\(key(copy)): the same bytes")
                 #expect(copy["authors"] as? [String] == source["authors"] as? [String], "\(key(copy))")
                 #expect(copy["language"] as? String == source["language"] as? String, "\(key(copy))")
+                #expect(copy["published"] as? String == source["published"] as? String, "\(key(copy))")
                 #expect((copy["coverPath"] is String) == (source["coverPath"] is String), "\(key(copy)): cover")
             }
             let again = try await ProcessRunner.run("bookcache", ["sync", "\(service.base)/opds", "--keep", "60", "--force"] + login)
@@ -371,7 +379,7 @@ struct OPDSCLITests {
     }
 
     @Test(
-        "HEAD wherever GET is, behind the same door; an empty OPDS 2 feed's one link has a title; no dc:issued (the cache does not know the publication date)"
+        "HEAD wherever GET is, behind the same door; an empty OPDS 2 feed's one link has a title; dc:issued is the book's own date, never the day it was cached"
     )
     func headAndEmptyFeeds() async throws {
         try await withServerAndDirectory(directory: Fixtures.books) { server, dir in
@@ -403,7 +411,11 @@ struct OPDSCLITests {
                 #expect(navigation.allSatisfy { ($0["title"] as? String)?.isEmpty == false }, "\(path): \(navigation)")
             }
             let atom = try await service.http("GET", "/opds/new", token: .some(nil), headers: [reader])
-            #expect(atom.body.contains("<entry>") && !atom.body.contains("dc:issued"))
+            // The catalogue dated every other book (1810s), alice.epub none: no entry is dated by its caching
+            let entries = atom.body.components(separatedBy: "<entry>").count - 1
+            let dated = atom.body.components(separatedBy: "<dc:issued>18").count - 1
+            #expect(entries > 2 && dated > 0 && dated < entries, "\(entries) entries, \(dated) dated")
+            #expect(atom.body.components(separatedBy: "<dc:issued>").count - 1 == dated)
         }
     }
 

@@ -33,6 +33,25 @@ struct OPDSTests {
         #expect((publication["metadata"] as? [String: Any])?["title"] as? String == "Bad\u{0}title <b>")
     }
 
+    @Test(
+        "a book's publication date: dc:issued in OPDS 1.2 in any W3C form, published in 2.0 only as a whole day (the schema's date); none when unknown"
+    )
+    func publicationDate() throws {
+        for (published, atom, json) in [
+            ("1818-01-01", "<dc:issued>1818-01-01</dc:issued>", "1818-01-01"), ("1818", "<dc:issued>1818</dc:issued>", nil),
+            (nil, nil, nil),
+        ] as [(String?, String?, String?)] {
+            var record = try book(title: "Frankenstein")
+            record.published = published
+            let feed = OPDSCatalogue.Feed(id: "urn:x", title: "T", links: [], books: [record])
+            let xml = feed.atom(updated: Date(timeIntervalSince1970: 0))
+            if let atom { #expect(xml.contains(atom), "\(xml)") } else { #expect(!xml.contains("dc:issued"), "\(xml)") }
+            let document = try #require(try JSONSerialization.jsonObject(with: feed.json(emptyText: "")) as? [String: Any])
+            let metadata = (document["publications"] as? [[String: Any]])?.first?["metadata"] as? [String: Any]
+            #expect(metadata?["published"] as? String == json, "\(published ?? "none")")
+        }
+    }
+
     @Test("an empty feed in OPDS 2.0 leads back to the start instead of an empty list (the schema wants one item at least)")
     func emptyJSONFeed() throws {
         let feed = OPDSCatalogue.Feed(

@@ -266,6 +266,43 @@ struct BookValidatorTests {
     }
 
     @Test(
+        "an EPUB's publication date is its package document's dc:date (EPUB 2: the publication event's), its date part; calibre's unknown date and other events are not"
+    )
+    func publishedFromThePackageDocument() throws {
+        for (written, kept) in [
+            ("<dc:date>1818-01-01</dc:date>", "1818-01-01"),
+            ("<dc:date> 2005-03-14T00:00:00+00:00 </dc:date>", "2005-03-14"),
+            ("<dc:date>0101-01-01T00:00:00+00:00</dc:date>", nil),
+            ("<dc:date opf:event=\"modification\">2020-05-01</dc:date><dc:date opf:event=\"publication\">1851</dc:date>", "1851"),
+            ("<dc:date>yesterday</dc:date>", nil),
+            ("<dc:date>1818-13-01</dc:date>", nil),
+            ("", nil),
+        ] as [(String, String?)] {
+            let directory = try TemporaryDirectory()
+            defer { directory.remove() }
+            let opf = """
+                <?xml version="1.0"?><package xmlns="http://www.idpf.org/2007/opf" version="3.0" unique-identifier="id">
+                <metadata xmlns:dc="http://purl.org/dc/elements/1.1/" xmlns:opf="http://www.idpf.org/2007/opf">
+                <dc:identifier id="id">x</dc:identifier><dc:title>T</dc:title>\(written)<dc:language>fr</dc:language></metadata>
+                <manifest><item id="c" href="c.xhtml" media-type="application/xhtml+xml"/></manifest><spine><itemref idref="c"/></spine></package>
+                """
+            let container =
+                #"<?xml version="1.0"?><container version="1.0" xmlns="urn:oasis:names:tc:opendocument:xmlns:container"><rootfiles><rootfile full-path="content.opf" media-type="application/oebps-package+xml"/></rootfiles></container>"#
+            let book = Data(
+                StoredZIP.make([
+                    ("mimetype", Array("application/epub+zip".utf8)), ("META-INF/container.xml", Array(container.utf8)),
+                    ("content.opf", Array(opf.utf8)),
+                    ("c.xhtml", Array("<html xmlns=\"http://www.w3.org/1999/xhtml\"><body><p>x</p></body></html>".utf8)),
+                ]))
+            try book.write(to: directory.path("b.epub"))
+            let report = try validator.check(path: directory.path("b.epub").path)
+            #expect(report.published == kept, "\(written)")
+            #expect(report.language == "fr")
+        }
+        #expect(try validator.check(path: Fixtures.books.appendingPathComponent("fixture-monthly-2024-05.pdf").path).published == nil)
+    }
+
+    @Test(
         "a large stored entry is read in pieces on several cores: whole it passes; a byte changed in its first or its last piece, or at a piece's edge, is a CRC error naming it"
     )
     func largeStoredEntryInPieces() throws {

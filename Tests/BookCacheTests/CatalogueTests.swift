@@ -295,6 +295,34 @@ struct CatalogueTests {
         #expect(try FeedParser().page(in: Data(json.utf8)).entries.map { $0.request?.language } == ["pt-BR", nil])
     }
 
+    @Test("a book's publication date, as OPDS 1 (dc:issued, dc:date) and OPDS 2 (metadata.published) give it; what is no date is dropped")
+    func entryPublished() throws {
+        let atom = """
+            <feed xmlns="http://www.w3.org/2005/Atom" xmlns:dc="http://purl.org/dc/terms/" xmlns:dce="http://purl.org/dc/elements/1.1/">
+            <title>t</title>
+            <entry><title>A</title><id>urn:a</id><dc:issued> 1818 </dc:issued><published>2010-01-01T00:00:00Z</published>
+              <link rel="http://opds-spec.org/acquisition" type="application/epub+zip" href="https://e.com/a.epub"/></entry>
+            <entry><title>B</title><id>urn:b</id><dce:date>2005-03-14T00:00:00+00:00</dce:date>
+              <link rel="http://opds-spec.org/acquisition" type="application/epub+zip" href="https://e.com/b.epub"/></entry>
+            <entry><title>C</title><id>urn:c</id><dc:issued>soon</dc:issued><issued>1900</issued>
+              <link rel="http://opds-spec.org/acquisition" type="application/epub+zip" href="https://e.com/c.epub"/></entry>
+            </feed>
+            """
+        let page = try FeedParser().page(in: Data(atom.utf8))
+        #expect(
+            page.entries.map { $0.request?.published } == ["1818", "2005-03-14", nil],
+            "Atom's published is the entry's, not the book's; an element of another namespace is not dc:issued")
+        let json = """
+            {"metadata": {"title": "t"}, "publications": [
+              {"metadata": {"title": "One", "published": "1851-10-18"},
+               "links": [{"rel": "http://opds-spec.org/acquisition", "type": "application/epub+zip", "href": "https://e.com/1.epub"}]},
+              {"metadata": {"title": "Two", "published": 1851},
+               "links": [{"rel": "http://opds-spec.org/acquisition", "type": "application/epub+zip", "href": "https://e.com/2.epub"}]}
+            ]}
+            """
+        #expect(try FeedParser().page(in: Data(json.utf8)).entries.map { $0.request?.published } == ["1851-10-18", nil])
+    }
+
     // MARK: Logins
 
     @Test("a login applies to its own origin only: another port or scheme is another host; its description hides the password")

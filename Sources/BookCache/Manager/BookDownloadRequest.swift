@@ -53,6 +53,15 @@ public struct BookDownloadRequest: Sendable, Hashable {
         set { languageTag = newValue.flatMap(LanguageTag.normalized) }
     }
     private var languageTag: String?
+    /// The book's publication date, kept in the record (a catalogue gives it); without one, an
+    /// EPUB's own `dc:date` is kept. Kept in W3C date form: `1818`, `1818-01` or `1818-01-01`
+    /// (a date and time keeps its date part); anything else is not kept, and reading it back
+    /// gives `nil`.
+    public var published: String? {
+        get { publicationDate }
+        set { publicationDate = newValue.flatMap(PublicationDate.normalized) }
+    }
+    private var publicationDate: String?
     /// Credentials for the book's host (a catalogue's login), sent when the server asks for
     /// them (Basic or Digest) and never to another host. Not stored in the index.
     public var credentials: HTTPCredentials?

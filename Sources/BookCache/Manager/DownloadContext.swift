@@ -311,6 +311,7 @@ struct DownloadContext: Sendable {
         )
         record.authors = request.authors
         record.language = request.language ?? validation.language
+        record.published = request.published ?? validation.published
         record.warnings = validation.warnings
         // As a new book is published (the publisher keeps what a replaced one had).
         record.pinned = request.pin

@@ -110,7 +110,8 @@ struct FeedParser: Sendable {
         for (index, entry) in delegate.entries.enumerated() {
             let made = makeEntry(
                 position: index + 1, identifier: entry.identifier, title: entry.title, authors: entry.authors,
-                language: entry.language, links: entry.links, images: entry.links.filter(Self.isCover).map(\.href))
+                language: entry.language, published: entry.published, links: entry.links,
+                images: entry.links.filter(Self.isCover).map(\.href))
             if made.request == nil, let section = Self.section(title: entry.title, links: entry.links) {
                 sections.append(section)
             } else {
@@ -135,6 +136,8 @@ struct FeedParser: Sendable {
             var title: String?
             var authors: [String] = []
             var language: String?
+            /// `dc:issued` or `dc:date` (Atom's own `published` dates the entry, not the book).
+            var published: String?
             var links: [Link] = []
         }
 
@@ -184,7 +187,7 @@ struct FeedParser: Sendable {
             case "entry":
                 current = Entry()
                 entryDepth = depth
-            case "title", "id", "name", "language": text = ""
+            case "title", "id", "name", "language", "issued", "date": text = ""
             case "author": inAuthor = true
             case "link":
                 guard let href = attributes["href"] else { break }
@@ -218,6 +221,11 @@ struct FeedParser: Sendable {
                 if name == "title", current?.title == nil { current?.title = value }
                 if name == "language", LanguageTag.dublinCoreNamespaces.contains(namespaceURI ?? ""), current?.language == nil {
                     current?.language = value
+                }
+                if name == "issued" || name == "date", LanguageTag.dublinCoreNamespaces.contains(namespaceURI ?? ""),
+                    current?.published == nil
+                {
+                    current?.published = PublicationDate.normalized(value)
                 }
             }
             if name == "name", inAuthor, current != nil, !value.isEmpty { current?.authors.append(value) }
@@ -291,7 +299,8 @@ struct FeedParser: Sendable {
         }
         return makeEntry(
             position: position, identifier: identifier, title: Self.text(of: metadata["title"], language: language), authors: authors,
-            language: language, links: opds2Links(publication["links"]), images: images.map(\.href))
+            language: language, published: metadata["published"] as? String, links: opds2Links(publication["links"]),
+            images: images.map(\.href))
     }
 
     private func opds2Links(_ value: Any?) -> [Link] {
@@ -363,7 +372,8 @@ struct FeedParser: Sendable {
     /// derived from the whole link (``BookDownloadRequest/derivedBookId(for:)``), never from the
     /// link's last segment alone.
     private func makeEntry(
-        position: Int, identifier: String?, title: String?, authors: [String], language: String?, links: [Link], images: [String]
+        position: Int, identifier: String?, title: String?, authors: [String], language: String?, published: String?, links: [Link],
+        images: [String]
     ) -> SyncEntry {
         // Only a link that downloads the EPUB or PDF itself is the book. An indirect acquisition
         // (`opds:indirectAcquisition`, OPDS 2 `indirectAcquisition`) leads through something
@@ -413,6 +423,7 @@ struct FeedParser: Sendable {
             }
             request.authors = authors
             request.language = language
+            request.published = published
             return SyncEntry(position: position, outcome: .book(request))
         } catch {
             return SyncEntry(position: position, outcome: .invalid(ManifestProblem(line: position, message: error.message)))

@@ -30,15 +30,15 @@ public struct BookValidator: Sendable {
     public func check(path: String) throws(ValidationFailure) -> ValidationReport {
         let format = try Self.detectFormat(path: path)
         let warnings: [String]
-        var language: String?
+        var metadata = PackageDocumentParser.Metadata()
         switch format {
-        case .epub: (warnings, language) = try EPUBValidator(limits: limits).validate(path: path)
+        case .epub: (warnings, metadata) = try EPUBValidator(limits: limits).validate(path: path)
         case .pdf: warnings = try PDFValidator().validate(path: path)
         }
         if strict, let first = warnings.first {
             throw ValidationFailure("\(first) — refused because strict validation is on", kind: .strictRule)
         }
-        return ValidationReport(format: format, warnings: warnings, language: language)
+        return ValidationReport(format: format, warnings: warnings, language: metadata.language, published: metadata.published)
     }
 
     /// Validates the file at `path` and returns its format; ``check(path:)`` also returns the
@@ -81,6 +81,10 @@ public struct ValidationReport: Sendable, Hashable {
     /// The book's language as its EPUB package document names it: its first `dc:language` that
     /// reads as a BCP 47 tag; `nil` for a PDF or an EPUB that names none.
     public var language: String? = nil
+    /// The book's publication date as its EPUB package document gives it (its `dc:date`, the
+    /// publication event's in EPUB 2), in W3C date form (`1818`, `1818-01`, `1818-01-01`); `nil`
+    /// for a PDF, an EPUB that gives none, or a value that is not a date.
+    public var published: String? = nil
 }
 
 /// Reads byte ranges of a file without loading it whole.

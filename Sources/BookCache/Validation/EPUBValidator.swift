@@ -38,7 +38,7 @@ struct EPUBValidator {
     /// - Parameter path: The file.
     /// - Returns: The packaging rules the book breaks, as warnings: the `mimetype` rules, and
     ///   names not stored as UTF-8.
-    func validate(path: String) throws(ValidationFailure) -> (warnings: [String], language: String?) {
+    func validate(path: String) throws(ValidationFailure) -> (warnings: [String], metadata: PackageDocumentParser.Metadata) {
         var openError: Int32 = 0
         guard let archive = zip_open(path, ZIP_CHECKCONS | ZIP_RDONLY, &openError) else {
             if openError == ZIP_ER_EXISTS {
@@ -119,7 +119,7 @@ struct EPUBValidator {
                 kind: .tooLarge)
         }
         let packageXML = try readThrough(archive, packageIndex, name: packageEntry.name, keep: true)
-        let (spine, language) = try PackageDocumentParser(path: packagePath, maxDepth: limits.maxContainerXMLDepth).read(packageXML)
+        let (spine, metadata) = try PackageDocumentParser(path: packagePath, maxDepth: limits.maxContainerXMLDepth).read(packageXML)
         var normalized: [[UInt8]: String]?
         for item in spine where indexByName[Array(item.utf8)] == nil {
             // EPUB asks names to be unique after Unicode canonical normalisation, so a reader
@@ -145,7 +145,7 @@ struct EPUBValidator {
             if index != containerIndex, index != packageIndex { work.append((index, entry)) }
         }
         try readThrough(work, archive: archive, path: path)
-        return (warnings, language)
+        return (warnings, metadata)
     }
 
     /// Compressed bytes worth spreading over several cores when entries are read through.

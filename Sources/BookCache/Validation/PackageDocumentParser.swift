@@ -17,9 +17,18 @@ struct PackageDocumentParser {
     let path: String
     let maxDepth: Int
 
-    /// The spine's chapters as archive paths, and the book's language: the first `dc:language`
-    /// that is a language tag, when the package document names one.
-    func read(_ data: [UInt8]) throws(ValidationFailure) -> (spine: [String], language: String?) {
+    /// What the package document says about the book that the cache keeps.
+    struct Metadata: Sendable, Hashable {
+        /// The first `dc:language` that is a language tag.
+        var language: String?
+        /// The publication date: the date part of the first `dc:date` with no `opf:event` or the
+        /// event `publication` (EPUB 2 also dates creation and modification), when it reads as one
+        /// (``PublicationDate/normalized(_:)``).
+        var published: String?
+    }
+
+    /// The spine's chapters as archive paths, and what the package document says about the book.
+    func read(_ data: [UInt8]) throws(ValidationFailure) -> (spine: [String], metadata: Metadata) {
         let delegate = Delegate(path: path, maxDepth: maxDepth)
         try parseXML(data, with: delegate, named: "the package document '\(path)'")
         guard delegate.sawRoot, delegate.depth == 0 else {
@@ -45,7 +54,7 @@ struct PackageDocumentParser {
             }
             paths.append(try resolve(href))
         }
-        return (paths, delegate.language)
+        return (paths, Metadata(language: delegate.language, published: delegate.published))
     }
 
     /// The archive path of a manifest `href`, relative to the package document's folder.
@@ -86,6 +95,9 @@ struct PackageDocumentParser {
         /// The first `dc:language` that is a language tag, and the text of one being read.
         var language: String?
         var languageText: String?
+        /// The publication date, and the text of a `dc:date` being read that may be it.
+        var published: String?
+        var dateText: String?
         var failure: ValidationFailure?
 
         init(path: String, maxDepth: Int) {
@@ -118,6 +130,9 @@ struct PackageDocumentParser {
                 sawSpine = true
             case "language" where LanguageTag.dublinCoreNamespaces.contains(namespaceURI ?? "") && language == nil:
                 languageText = ""
+            case "date" where namespaceURI == "http://purl.org/dc/elements/1.1/" && published == nil:
+                let event = attributeDict["opf:event"] ?? attributeDict["event"]
+                if event == nil || event == "publication" { dateText = "" }
             case "itemref":
                 guard let idref = attributeDict["idref"], !idref.isEmpty else {
                     fail(parser, "an itemref in the spine of '\(path)' has no idref")
@@ -131,6 +146,7 @@ struct PackageDocumentParser {
 
         func parser(_ parser: XMLParser, foundCharacters string: String) {
             if let text = languageText, text.utf8.count < 64 { languageText = text + string }
+            if let text = dateText, text.utf8.count < 64 { dateText = text + string }
         }
 
         func parser(_ parser: XMLParser, didEndElement elementName: String, namespaceURI: String?, qualifiedName qName: String?) {
@@ -138,6 +154,10 @@ struct PackageDocumentParser {
             if let text = languageText, elementName.split(separator: ":").last == "language" {
                 language = LanguageTag.normalized(text)
                 languageText = nil
+            }
+            if let text = dateText, elementName.split(separator: ":").last == "date" {
+                published = PublicationDate.normalized(text)
+                dateText = nil
             }
         }
 
