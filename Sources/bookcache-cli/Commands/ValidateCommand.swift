@@ -19,7 +19,10 @@ struct ValidateCommand: ParsableCommand {
     @Flag(help: "Refuse files with warnings too.")
     var strict = false
 
-    @Flag(help: "Print one JSON object per file: path, format, verdict (ok, warned, refused), warnings, an EPUB's language, reason.")
+    @Flag(
+        help:
+            "Print one JSON object per file: path, format, verdict (ok, warned, refused), warnings, an EPUB's language and publication date, reason."
+    )
     var json = false
 
     func run() throws {
@@ -34,6 +37,7 @@ struct ValidateCommand: ParsableCommand {
                 object["verdict"] = report.warnings.isEmpty ? "ok" : "warned"
                 object["warnings"] = report.warnings
                 if let language = report.language { object["language"] = language }
+                if let published = report.published { object["published"] = published }
                 if !json {
                     Terminal.write("\(file): ok\(report.warnings.isEmpty ? "" : ", with warnings") (\(report.format.rawValue))")
                     for warning in report.warnings { Terminal.write("  warning: \(warning)") }
