@@ -9,6 +9,25 @@ public func zlibCRC32<C: Collection<UInt8>>(_ bytes: C) -> UInt32 {
 /// Builds ZIP archives of stored (uncompressed) entries, for tests that need archives larger
 /// than the checked-in fixtures.
 public enum StoredZIP {
+    /// A one-chapter EPUB whose package document (`content.opf`) has `metadata` after its
+    /// identifier and title: `<dc:language>`, `<dc:date>` and the like.
+    public static func epub(metadata: String) -> Data {
+        let opf = """
+            <?xml version="1.0"?><package xmlns="http://www.idpf.org/2007/opf" version="3.0" unique-identifier="id">
+            <metadata xmlns:dc="http://purl.org/dc/elements/1.1/" xmlns:opf="http://www.idpf.org/2007/opf">
+            <dc:identifier id="id">x</dc:identifier><dc:title>T</dc:title>\(metadata)</metadata>
+            <manifest><item id="c" href="c.xhtml" media-type="application/xhtml+xml"/></manifest><spine><itemref idref="c"/></spine></package>
+            """
+        let container =
+            #"<?xml version="1.0"?><container version="1.0" xmlns="urn:oasis:names:tc:opendocument:xmlns:container"><rootfiles><rootfile full-path="content.opf" media-type="application/oebps-package+xml"/></rootfiles></container>"#
+        return Data(
+            make([
+                ("mimetype", Array("application/epub+zip".utf8)), ("META-INF/container.xml", Array(container.utf8)),
+                ("content.opf", Array(opf.utf8)),
+                ("c.xhtml", Array("<html xmlns=\"http://www.w3.org/1999/xhtml\"><body><p>x</p></body></html>".utf8)),
+            ]))
+    }
+
     /// An archive holding `entries` in order, each stored with its CRC-32.
     public static func make(_ entries: [(name: String, bytes: [UInt8])]) -> [UInt8] {
         var out: [UInt8] = []

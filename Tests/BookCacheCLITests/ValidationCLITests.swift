@@ -138,20 +138,7 @@ struct ValidateCommandTests {
         // An EPUB with its publication date (calibre writes it as a date and time): its day
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
-        let opf = """
-            <?xml version="1.0"?><package xmlns="http://www.idpf.org/2007/opf" version="2.0" unique-identifier="id">
-            <metadata xmlns:dc="http://purl.org/dc/elements/1.1/"><dc:identifier id="id">x</dc:identifier><dc:title>T</dc:title>
-            <dc:date>2015-04-26T22:00:00+00:00</dc:date></metadata>
-            <manifest><item id="c" href="c.xhtml" media-type="application/xhtml+xml"/></manifest><spine><itemref idref="c"/></spine></package>
-            """
-        let container =
-            #"<?xml version="1.0"?><container version="1.0" xmlns="urn:oasis:names:tc:opendocument:xmlns:container"><rootfiles><rootfile full-path="content.opf" media-type="application/oebps-package+xml"/></rootfiles></container>"#
-        try Data(
-            StoredZIP.make([
-                ("mimetype", Array("application/epub+zip".utf8)), ("META-INF/container.xml", Array(container.utf8)),
-                ("content.opf", Array(opf.utf8)), ("c.xhtml", Array("<html xmlns=\"http://www.w3.org/1999/xhtml\"><body/></html>".utf8)),
-            ])
-        ).write(to: dir.path("dated.epub"))
+        try StoredZIP.epub(metadata: "<dc:date>2015-04-26T22:00:00+00:00</dc:date>").write(to: dir.path("dated.epub"))
         let dated = try await ProcessRunner.run("bookcache", ["validate", "--json", dir.path("dated.epub").path])
         let object = try JSONSerialization.jsonObject(with: Data(dated.stdout.utf8)) as? [String: Any]
         #expect(object?["published"] as? String == "2015-04-26", "\(dated.stdout)")

@@ -246,21 +246,7 @@ struct BookValidatorTests {
         {
             let directory = try TemporaryDirectory()
             defer { directory.remove() }
-            let opf = """
-                <?xml version="1.0"?><package xmlns="http://www.idpf.org/2007/opf" version="3.0" unique-identifier="id">
-                <metadata xmlns:dc="http://purl.org/dc/elements/1.1/"><dc:identifier id="id">x</dc:identifier>
-                <dc:title>T</dc:title>\(written)<dc:language>fr</dc:language></metadata>
-                <manifest><item id="c" href="c.xhtml" media-type="application/xhtml+xml"/></manifest><spine><itemref idref="c"/></spine></package>
-                """
-            let container =
-                #"<?xml version="1.0"?><container version="1.0" xmlns="urn:oasis:names:tc:opendocument:xmlns:container"><rootfiles><rootfile full-path="content.opf" media-type="application/oebps-package+xml"/></rootfiles></container>"#
-            let book = Data(
-                StoredZIP.make([
-                    ("mimetype", Array("application/epub+zip".utf8)), ("META-INF/container.xml", Array(container.utf8)),
-                    ("content.opf", Array(opf.utf8)),
-                    ("c.xhtml", Array("<html xmlns=\"http://www.w3.org/1999/xhtml\"><body><p>x</p></body></html>".utf8)),
-                ]))
-            try book.write(to: directory.path("b.epub"))
+            try StoredZIP.epub(metadata: written + "<dc:language>fr</dc:language>").write(to: directory.path("b.epub"))
             #expect(try validator.check(path: directory.path("b.epub").path).language == kept, "\(written)")
         }
     }
@@ -280,21 +266,7 @@ struct BookValidatorTests {
         ] as [(String, String?)] {
             let directory = try TemporaryDirectory()
             defer { directory.remove() }
-            let opf = """
-                <?xml version="1.0"?><package xmlns="http://www.idpf.org/2007/opf" version="3.0" unique-identifier="id">
-                <metadata xmlns:dc="http://purl.org/dc/elements/1.1/" xmlns:opf="http://www.idpf.org/2007/opf">
-                <dc:identifier id="id">x</dc:identifier><dc:title>T</dc:title>\(written)<dc:language>fr</dc:language></metadata>
-                <manifest><item id="c" href="c.xhtml" media-type="application/xhtml+xml"/></manifest><spine><itemref idref="c"/></spine></package>
-                """
-            let container =
-                #"<?xml version="1.0"?><container version="1.0" xmlns="urn:oasis:names:tc:opendocument:xmlns:container"><rootfiles><rootfile full-path="content.opf" media-type="application/oebps-package+xml"/></rootfiles></container>"#
-            let book = Data(
-                StoredZIP.make([
-                    ("mimetype", Array("application/epub+zip".utf8)), ("META-INF/container.xml", Array(container.utf8)),
-                    ("content.opf", Array(opf.utf8)),
-                    ("c.xhtml", Array("<html xmlns=\"http://www.w3.org/1999/xhtml\"><body><p>x</p></body></html>".utf8)),
-                ]))
-            try book.write(to: directory.path("b.epub"))
+            try StoredZIP.epub(metadata: written + "<dc:language>fr</dc:language>").write(to: directory.path("b.epub"))
             let report = try validator.check(path: directory.path("b.epub").path)
             #expect(report.published == kept, "\(written)")
             #expect(report.language == "fr")
