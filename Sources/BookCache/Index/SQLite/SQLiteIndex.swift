@@ -3,7 +3,6 @@ import Foundation
 /// The index in SQLite (`CACHE/index.sqlite`): one row per book, its sync sources in a table of
 /// their own, per-type totals kept by triggers, and a covering index for least-recently-used
 /// order, so a single-book command reads one row and a plan reads only the books it evicts.
-///
 final class SQLiteIndex {
     /// `PRAGMA user_version` of the schema below.
     static let schemaVersion: Int64 = 1
