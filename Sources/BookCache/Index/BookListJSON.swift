@@ -132,12 +132,16 @@ package enum BookListJSON {
         /// present (``BookField/isPresent(in:)``) and its status, keys in sorted order.
         mutating func record(_ book: CachedBookMetadata) {
             var first = true
-            for key in BookListJSON.keys {
-                guard let field = key.field else {
+            // Unretained: the keys and their fields live as long as the process. A retain and a
+            // release of each, per record, were 11% of `list --json`'s CPU (A/B, 7 rounds).
+            for index in BookListJSON.keys.indices {
+                unowned(unsafe) let key = BookListJSON.keys[index]
+                guard let found = key.field else {
                     self.key(key, first: &first)
                     string(BookListJSON.status(book))
                     continue
                 }
+                unowned(unsafe) let field = found
                 switch field.kind {
                 case .text(let get, _):
                     self.key(key, first: &first)

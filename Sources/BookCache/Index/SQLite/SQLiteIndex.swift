@@ -379,7 +379,11 @@ final class SQLiteIndex {
     /// again from its type and book id, and its paths by the layout: the stored ones are not trusted.
     private static func record(from row: SQLiteStatement) throws(SQLiteError) -> CachedBookMetadata {
         var record = CachedBookMetadata()
-        for (column, field) in BookField.columns.enumerated() { try field.read(row, column: Int32(column), into: &record) }
+        for column in BookField.columns.indices {
+            // Unretained (the table lives as long as the process): a million rows read
+            unowned(unsafe) let field = BookField.columns[column]
+            try field.read(row, column: Int32(column), into: &record)
+        }
         let id: BookID
         do {
             id = try BookID(type: record.bookType, bookId: record.bookId)
