@@ -32,11 +32,13 @@ package enum BookListJSON {
     /// A listed record's key: a field, or its status (`field` nil), with the bytes written
     /// before its value, made once.
     final class Key: Sendable {
+        let name: String
         let field: BookField?
         private let first: [UInt8]
         private let later: [UInt8]
 
         init(_ name: String, _ field: BookField?) {
+            self.name = name
             self.field = field
             first = Array("  {\n    \"\(name)\" : ".utf8)
             later = Array(",\n    \"\(name)\" : ".utf8)
@@ -47,7 +49,7 @@ package enum BookListJSON {
 
     /// A listed record's keys in sorted order (`JSONEncoder`'s `.sortedKeys`): its fields and its status.
     static let keys: [Key] = (BookField.all.map { Key($0.name, $0) } + [Key("status", nil)])
-        .sorted { ($0.field?.name ?? "status") < ($1.field?.name ?? "status") }
+        .sorted { $0.name < $1.name }
 
     /// Writes a JSON array of records as they arrive, handing the bytes to `sink` a megabyte at
     /// a time (and at ``finish()``).

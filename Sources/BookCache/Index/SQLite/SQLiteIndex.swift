@@ -86,7 +86,7 @@ final class SQLiteIndex {
         }
         guard !database.isReadOnly else {
             if version == Self.schemaVersion {
-                let missing = try missingColumns()
+                let missing = Set(try missingColumns().map(\.name))
                 readColumns = BookField.columns.map { missing.contains($0.name) ? "NULL" : $0.name }.joined(separator: ", ")
             }
             return
@@ -127,12 +127,12 @@ final class SQLiteIndex {
 
     /// The fields added after the index's first release (``BookField/addedLater``) whose column
     /// the book table lacks.
-    private func missingColumns() throws(SQLiteError) -> [String] {
+    private func missingColumns() throws(SQLiteError) -> [BookField] {
         let check = try database.statement("SELECT name FROM pragma_table_info('book')")
         defer { check.reset() }
         var present: Set<String> = []
         while try check.step() { present.insert(check.text(0) ?? "") }
-        return BookField.columns.filter { $0.addedLater && !present.contains($0.name) }.map(\.name)
+        return BookField.columns.filter { $0.addedLater && !present.contains($0.name) }
     }
 
     /// Brings an index made by an earlier release of schema 1 up to this one, in one write
@@ -150,9 +150,8 @@ final class SQLiteIndex {
         do {
             try database.writing { () throws(SQLiteError) in
                 // Another process may have done it while this one waited for the lock.
-                for name in try missingColumns() {
-                    let field = BookField.columns.first { $0.name == name }
-                    try database.execute("ALTER TABLE book ADD COLUMN \(field?.declaration ?? name)")
+                for field in try missingColumns() {
+                    try database.execute("ALTER TABLE book ADD COLUMN \(field.declaration)")
                 }
                 try database.execute(Self.shelfIndexes)
             }
