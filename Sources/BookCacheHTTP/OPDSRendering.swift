@@ -29,8 +29,10 @@ extension OPDSCatalogue.Feed {
             xml += "    <dc:identifier>urn:bookcache:book:\(Self.escape(book.id))</dc:identifier>\n"
             if let language = book.language { xml += "    <dc:language>\(Self.escape(language))</dc:language>\n" }
             // The publication's date (OPDS 1.2 §5) when the book or its catalogue gave one;
-            // `updated` says when the entry changed.
-            if let published = book.published { xml += "    <dc:issued>\(Self.escape(published))</dc:issued>\n" }
+            // `updated` says when the entry changed. (A record read back is input: its date is checked.)
+            if let published = book.published, PublicationDate.normalized(published) == published {
+                xml += "    <dc:issued>\(published)</dc:issued>\n"
+            }
             for link in Self.bookLinks(book) { xml += "    " + Self.atomLink(link) + "\n" }
             xml += "  </entry>\n"
         }

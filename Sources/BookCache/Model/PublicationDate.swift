@@ -6,7 +6,7 @@ package enum PublicationDate {
     /// starts with one (a date and time keeps its date: `2005-03-14T00:00:00+00:00` gives
     /// `2005-03-14`); anything else is dropped. Years before 1000 are dropped too: calibre writes
     /// `0101-01-01` for a date it does not know.
-    static func normalized(_ text: String) -> String? {
+    package static func normalized(_ text: String) -> String? {
         let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
         let date = trimmed.split(separator: "T", maxSplits: 1).first.map(String.init) ?? ""
         let parts = date.split(separator: "-", omittingEmptySubsequences: false)
@@ -19,9 +19,10 @@ package enum PublicationDate {
         return date
     }
 
-    /// Whether `date` (normalised) is a whole day, `1818-01-01`: the form OPDS 2.0's `published`
-    /// takes (a JSON Schema `date`), where a year alone is not valid.
+    /// Whether `date` is a whole day in normalised form, `1818-01-01`: the form OPDS 2.0's
+    /// `published` takes (a JSON Schema `date`), where a year alone is not valid. Checked in
+    /// full, since a record read back from the index or a sidecar is input too.
     package static func isFullDate(_ date: String) -> Bool {
-        date.utf8.count == 10
+        date.utf8.count == 10 && normalized(date) == date
     }
 }
