@@ -2,6 +2,8 @@
 #include "CBookCacheShims.h"
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <string.h>
 #include <zlib.h>
 
 int bookcache_start_writeback(int fd, long long offset, long long length) {
@@ -152,4 +154,16 @@ int bookcache_inflate_check(const void *bytes, unsigned long long count, const c
     if (verdict == 1) *message = stream.msg;
     inflateEnd(&stream);
     return verdict;
+}
+
+int bookcache_name_current_thread(const char *name) {
+#if defined(__linux__)
+    char kept[16];
+    strncpy(kept, name, sizeof kept - 1);
+    kept[sizeof kept - 1] = 0;
+    return pthread_setname_np(pthread_self(), kept);
+#else
+    (void)name;
+    return ENOSYS;
+#endif
 }

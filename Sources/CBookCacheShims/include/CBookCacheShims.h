@@ -6,6 +6,9 @@
 /// call does not exist; failure is harmless (the final fsync still makes the file durable).
 int bookcache_start_writeback(int fd, long long offset, long long length);
 
+/// Names the calling thread (Linux keeps 15 bytes; a longer name is cut there). 0, or an errno.
+int bookcache_name_current_thread(const char *name);
+
 /// Takes an exclusive lock on the one byte at `offset` of `fd` without waiting, as an open file
 /// description lock (Linux `F_OFD_SETLK`): it belongs to this open of the file, so two opens in one
 /// process exclude each other, and closing the descriptor releases it.

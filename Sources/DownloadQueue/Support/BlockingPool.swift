@@ -1,3 +1,4 @@
+import CBookCacheShims
 import Dispatch
 import Foundation
 import Synchronization
@@ -138,11 +139,19 @@ package final class BlockingPool: Sendable {
     }
 
     private func startThread() {
-        // Named from inside: a name given before `start()` does not reach the thread on Linux.
         Thread { [self] in
-            Thread.current.name = label
+            Self.nameCurrentThread(label)
             work()
         }.start()
+    }
+
+    /// Names the calling thread where ps, top, perf and gdb read it (the kernel keeps 15 bytes).
+    /// From inside the thread and with `pthread_setname_np` itself: a name given before `start()`
+    /// does not reach the thread on Linux, and `Thread.current.name` set first thing reached it
+    /// only sometimes (a loaded run of the tests read the creator's name, `oot.default-qos`).
+    package static func nameCurrentThread(_ name: String) {
+        // Fails only off Linux; the name is for people reading profiles, nothing depends on it.
+        _ = bookcache_name_current_thread(name)
     }
 
     /// A thread's life: take work as it is signalled; end when the pool stops and nothing is left.

@@ -36,9 +36,8 @@ final class CurlDriver: @unchecked Sendable {
         curl_global_init(3)  // CURL_GLOBAL_ALL
         guard let multi = curl_multi_init() else { fatalError("libcurl could not make a multi handle (out of memory)") }
         self.multi = multi
-        // Named from inside: a name given before `start()` does not reach the thread on Linux.
         Thread { [self] in
-            Thread.current.name = "bookcache-curl"
+            BlockingPool.nameCurrentThread("bookcache-curl")
             run()
         }.start()
     }
