@@ -85,7 +85,10 @@ public struct APIServer: Sendable {
         let idle = options.idleTimeout.components
         let app = Application(
             router: router,
-            server: .http1(configuration: .init(idleTimeout: .seconds(idle.seconds) + .nanoseconds(idle.attoseconds / 1_000_000_000))),
+            server: .http1(
+                configuration: .init(
+                    additionalChannelHandlers: [FileRegionHandler()],
+                    idleTimeout: .seconds(idle.seconds) + .nanoseconds(idle.attoseconds / 1_000_000_000))),
             configuration: .init(
                 address: .hostname(options.host, port: options.port), serverName: nil,
                 availableConnectionsDelegate: MaximumAvailableConnections(options.maxConnections, logger: logger)),

@@ -2,6 +2,7 @@ import BookCache
 import DownloadQueue
 import Foundation
 import Hummingbird
+import NIOCore
 
 #if canImport(Glibc)
     import Glibc
@@ -15,9 +16,15 @@ import Hummingbird
 /// RFC 9110 §13.1.5); otherwise the whole file, `200`. `HEAD` gets the same head without a
 /// body. The file is opened before the response is sent, so an eviction meanwhile cannot cut it
 /// short.
+///
+/// Given the request's connection, the bytes go to the socket with `sendfile(2)`
+/// (``FileRegionHandler``); without one, or where that handler is not on the connection, they are
+/// read with `pread` into the buffers NIO writes.
 enum BookFile {
-    static func response(for url: URL, book: CachedBookMetadata, range: String?, ifRange: String? = nil, headOnly: Bool = false) -> Response
-    {
+    static func response(
+        for url: URL, book: CachedBookMetadata, range: String?, ifRange: String? = nil, headOnly: Bool = false,
+        channel: (any Channel)? = nil
+    ) async -> Response {
         let file: OpenFile
         do {
             file = try OpenFile(url)
@@ -54,6 +61,16 @@ enum BookFile {
             return Response(status: status, headers: headers)
         }
         let start = first
+        if let channel, length > 0 {
+            do {
+                try await channel.triggerUserOutboundEvent(FileRegionHandler.Send(file: file, offset: start, length: length)).get()
+                headers[FileRegionHandler.marker] = "1"
+                return Response(status: status, headers: headers)
+            } catch {
+                // Not on this connection (the handler is not in its pipeline): the file is still ours
+                // to read below.
+            }
+        }
         return Response(
             status: status, headers: headers,
             body: ResponseBody(contentLength: Int(length)) { writer in
@@ -135,6 +152,15 @@ final class OpenFile: @unchecked Sendable {
                 return total
             }
             return buffer
+        }
+    }
+
+    /// The open descriptor, now the caller's to close; `nil` when the file was closed (or taken).
+    func takeDescriptor() -> Int32? {
+        lock.withLock {
+            guard !closed else { return nil }
+            closed = true
+            return fd
         }
     }
 

@@ -106,6 +106,11 @@ struct HostileCatalogueTests {
         #expect((request.title?.utf8.count ?? 0) <= MetadataText.maxTitleBytes)
         request.title = "  Über\r\n\tGröße  "
         #expect(request.title == "Über Größe")
+        // Plain ASCII at the edges of its quick path: double and outer spaces, DEL, the byte limit
+        for (text, expected) in [("a  b", "a b"), (" a", "a"), ("a ", "a"), ("a\u{7F}b", "a b"), ("Plain Title 2", "Plain Title 2")] {
+            #expect(MetadataText.bounded(text, maxBytes: 64) == expected, "\(text)")
+        }
+        #expect(MetadataText.bounded(String(repeating: "a", count: 65), maxBytes: 64) == String(repeating: "a", count: 64))
         request.authors = [String(repeating: "a", count: 10_000), "", "B"] + Array(repeating: "C", count: 100)
         #expect(request.authors.count == MetadataText.maxNames)
         #expect(request.authors[0].utf8.count == MetadataText.maxNameBytes && request.authors[1] == "B")

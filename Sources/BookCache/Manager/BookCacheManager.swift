@@ -127,10 +127,17 @@ public actor BookCacheManager {
     /// On a cache that cannot be written (a read-only mount), the file is still returned and
     /// the access is not recorded; a warning is logged.
     public func cachedFile(for id: BookID) throws(BookCacheError) -> URL? {
+        try read(id).map { layout.url(forRelativePath: $0.localPath) }
+    }
+
+    /// The record of a cached book about to be read, its access recorded as
+    /// ``cachedFile(for:)`` records it: one call where a server needs both the record and the
+    /// read. `nil` when the book is not cached.
+    package func read(_ id: BookID) throws(BookCacheError) -> CachedBookMetadata? {
         guard let record = try cachedRecord(id) else { return nil }
         let firstRead = record.lastAccessedAt == record.downloadedAt
         guard firstRead || configuration.now().timeIntervalSince(record.lastAccessedAt) >= Self.accessResolution else {
-            return layout.url(forRelativePath: record.localPath)
+            return record
         }
         do {
             try touch(id)
@@ -138,7 +145,7 @@ public actor BookCacheManager {
             logger.warning(
                 "could not record the access; the book is still readable", metadata: ["id": "\(id)", "error": "\(error.message)"])
         }
-        return layout.url(forRelativePath: record.localPath)
+        return record
     }
 
     /// The record of a cached book, or `nil`.

@@ -106,11 +106,12 @@ extension APIServer {
     /// to the phone's reader) as `Title.epub`. A `GET` is a read and records the access (as
     /// `bookcache path` does); a `HEAD` is not.
     static func fileResponse(_ request: Request, _ context: ServiceRequestContext, manager: BookCacheManager) async throws -> Response {
-        let book = try await book(context, in: manager)
         let headOnly = request.method == .head
-        let url = headOnly ? manager.layout.url(forRelativePath: book.localPath) : try await manager.open(try book.bookID)
-        var response = BookFile.response(
-            for: url, book: book, range: request.headers[.range], ifRange: request.headers[.ifRange], headOnly: headOnly)
+        let book = try await book(context, in: manager, reading: !headOnly)
+        let url = manager.layout.url(forRelativePath: book.localPath)
+        var response = await BookFile.response(
+            for: url, book: book, range: request.headers[.range], ifRange: request.headers[.ifRange], headOnly: headOnly,
+            channel: context.channel)
         response.headers[.contentDisposition] = attachment(book)
         response.headers[.contentSecurityPolicy] = "sandbox; default-src 'none'"
         return response
@@ -144,10 +145,14 @@ extension APIServer {
             body: headOnly ? ResponseBody() : ResponseBody(byteBuffer: image))
     }
 
-    /// The cached book the route's `:id` names; 404 when it is not cached.
-    static func book(_ context: ServiceRequestContext, in manager: BookCacheManager) async throws -> CachedBookMetadata {
+    /// The cached book the route's `:id` names; 404 when it is not cached. `reading` records the
+    /// access (as `bookcache path` does), in the same call to the index.
+    static func book(_ context: ServiceRequestContext, in manager: BookCacheManager, reading: Bool = false) async throws
+        -> CachedBookMetadata
+    {
         let id = try BookID(parsing: context.parameters.get("id") ?? "")
-        guard let book = try await manager.metadata(for: id) else { throw APIError.notFound(kind: "notCached", "\(id) is not cached") }
+        let found = reading ? try await manager.read(id) : try await manager.metadata(for: id)
+        guard let book = found else { throw APIError.notFound(kind: "notCached", "\(id) is not cached") }
         return book
     }
 
