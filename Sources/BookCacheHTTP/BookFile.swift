@@ -122,7 +122,8 @@ final class OpenFile: @unchecked Sendable {
     let size: Int64
 
     init(_ url: URL) throws {
-        let fd = open(url.path, O_RDONLY | O_CLOEXEC)
+        // A link where a book's file was is not followed: only files in the cache are sent.
+        let fd = open(url.path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
         guard fd >= 0 else { throw FileSystem.CallError(operation: "open", path: url.lastPathComponent, code: errno) }
         var info = stat()
         guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {

@@ -177,7 +177,7 @@ struct FrontDoorCLITests {
     }
 
     @Test(
-        "a book's file: HEAD gives the head without a body and records no access; If-Range that is not the file's entity tag gets the whole file (RFC 9110); whole and ranged bodies byte for byte on one connection"
+        "a book's file: HEAD gives the head without a body and records no access; If-Range that is not the file's entity tag gets the whole file (RFC 9110); whole and ranged bodies byte for byte on one connection; a link in place of the file is not followed"
     )
     func fileHeadAndIfRange() async throws {
         try await withServerAndDirectory(directory: Fixtures.books) { server, dir in
@@ -230,6 +230,17 @@ struct FrontDoorCLITests {
             #expect(try Data(contentsOf: URL(fileURLWithPath: whole)) == alice)
             #expect(try Data(contentsOf: URL(fileURLWithPath: middle)) == alice[100..<1100])
             #expect(try Data(contentsOf: URL(fileURLWithPath: tail)) == alice.suffix(7))
+
+            // A link put where the book's file was is not followed, even to the same bytes: the
+            // service sends only files that are in the cache
+            let books = dir.path("cache/ebooks").path
+            let name = try #require(try FileManager.default.contentsOfDirectory(atPath: books).first { $0.hasSuffix(".epub") })
+            let elsewhere = dir.path("elsewhere.epub").path
+            try FileManager.default.moveItem(atPath: books + "/" + name, toPath: elsewhere)
+            try FileManager.default.createSymbolicLink(atPath: books + "/" + name, withDestinationPath: elsewhere)
+            let linked = try await service.http("GET", file)
+            #expect(linked.status == 404, "\(linked.status) \(linked.headers)")
+            #expect(!linked.body.contains(dir.path("").path), "no path shown: \(linked.body)")
         }
     }
 
