@@ -146,7 +146,8 @@ let package = Package(
         .testTarget(
             name: "BookCacheHTTPTests",
             dependencies: [
-                "BookCacheHTTP", "BookCache",
+                "BookCacheHTTP", "BookCache", "BookCacheTestSupport",
+                .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),

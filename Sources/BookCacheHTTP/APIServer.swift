@@ -75,12 +75,9 @@ public struct APIServer: Sendable {
     /// next start) and returns.
     /// - Parameter onRunning: Called with the port once the server listens.
     public func run(onRunning: @escaping @Sendable (Int) async -> Void) async throws {
-        let router = Router(context: ServiceRequestContext.self)
         let allowed = HostList(Self.allowedHosts(host: options.host, port: options.port, names: options.hostNames))
-        // Every request, routed or not: its Host and the spelling of its target.
-        router.add(middleware: FrontDoorMiddleware(allowedHosts: allowed))
         let streams = EventStreams(service: service, limits: .init(maxStreams: options.maxEventStreams), logger: logger)
-        addRoutes(to: router, streams: streams)
+        let router = router(allowedHosts: allowed, streams: streams)
         let runner = QueueRunner(service: service, logger: logger)
         let idle = options.idleTimeout.components
         let app = Application(
@@ -110,6 +107,16 @@ public struct APIServer: Sendable {
     }
 
     // MARK: - Routes
+
+    /// Every route and middleware of the service, as ``run(onRunning:)`` serves them (and the
+    /// in-process route tests call them).
+    func router(allowedHosts allowed: HostList, streams: EventStreams) -> Router<ServiceRequestContext> {
+        let router = Router(context: ServiceRequestContext.self)
+        // Every request, routed or not: its Host and the spelling of its target.
+        router.add(middleware: FrontDoorMiddleware(allowedHosts: allowed))
+        addRoutes(to: router, streams: streams)
+        return router
+    }
 
     private func addRoutes(to router: Router<ServiceRequestContext>, streams: EventStreams) {
         // One collection per resource (Routes/). Open without the token or a session: the page,
