@@ -149,7 +149,7 @@ struct OPDSCatalogue: Sendable {
         let manager = self.manager
         let asked = query
         let read = await BlockingWork.run { () -> Result<ShelfPage, BookCacheError> in
-            Result { () throws(BookCacheError) in try manager.shelf(asked) }
+            Result { () throws(BookCacheError) in try manager.blockingShelf(asked) }
         }
         let page: ShelfPage
         switch read {
@@ -176,7 +176,7 @@ struct OPDSCatalogue: Sendable {
         let manager = self.manager
         // One more than a page, to tell whether another follows
         let found = try await BlockingWork.run { () throws(BookCacheError) -> [(name: String, books: Int)] in
-            try manager.authors(offset: offset, limit: Self.authorsPageSize + 1)
+            try manager.blockingAuthors(offset: offset, limit: Self.authorsPageSize + 1)
         }
         let root = flavour.root
         var links = [

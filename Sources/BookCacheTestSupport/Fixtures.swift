@@ -1,3 +1,4 @@
+import DownloadQueue
 import Foundation
 
 /// Paths to the repository's fixtures and helpers for fresh temporary directories.
@@ -68,4 +69,18 @@ public func withServerAndDirectory<T>(
         directory.remove()
         throw error
     }
+}
+
+/// Runs `body` — calls that block, such as the index's — on a blocking-work thread, as the
+/// library does, and returns its result; the calling test task waits without holding a thread.
+/// Debug builds stop a blocking call made from a task on the cooperative pool.
+public func onBlockingThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await BlockingWork.run { () throws -> T in try body() }
+}
+
+/// Runs `body` on the test's own thread although it blocks — SQL on the index from a test that
+/// plays another process holding its lock — which the library's check for blocking calls in
+/// tasks otherwise stops (debug builds). Only the calls in `body` are let through.
+public func asAnotherProcess<T>(_ body: () throws -> T) rethrows -> T {
+    try BlockingWork.$testMayBlock.withValue(true, operation: body)
 }

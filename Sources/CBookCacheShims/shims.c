@@ -167,3 +167,13 @@ int bookcache_name_current_thread(const char *name) {
     return ENOSYS;
 #endif
 }
+
+static _Thread_local int blocking_thread;
+
+void bookcache_mark_blocking_thread(void) {
+    blocking_thread = 1;
+}
+
+int bookcache_is_blocking_thread(void) {
+    return blocking_thread;
+}

@@ -164,8 +164,10 @@ struct BatchCLITests {
             // Another connection holds the index's write lock: no book can be published until it
             // commits. With one transfer at a time, pride's request can only arrive once alice's
             // body has arrived and its transfer has made way while alice waits to be published.
-            let blocker = try SQLiteDatabase(path: CacheLayout(root: URL(fileURLWithPath: cache)).databaseFile.path)
-            try blocker.execute("BEGIN IMMEDIATE")
+            let blocker = try asAnotherProcess {
+                try SQLiteDatabase(path: CacheLayout(root: URL(fileURLWithPath: cache)).databaseFile.path)
+            }
+            try asAnotherProcess { try blocker.execute("BEGIN IMMEDIATE") }
             let process = try ProcessRunner.launch(
                 "bookcache",
                 [
@@ -175,7 +177,7 @@ struct BatchCLITests {
             let arrived = await server.waitForRequests(count: 3, from: process)
             #expect(arrived)
             #expect(server.requests.last?.path == "/pride.epub")
-            try blocker.execute("COMMIT")
+            try asAnotherProcess { try blocker.execute("COMMIT") }
             let result = await process.wait()
             #expect(result.status == 0, "\(result.stdout) \(result.stderr)")
             #expect(result.stdout.contains("2 of 2 cached"), "\(result.stdout)")

@@ -75,9 +75,11 @@ struct CacheFolderTrustTests {
             _ = try await manager.download(try request(server, "alice.epub", id: "ebook-alice"))
             let outside = dir.path("outside-notes.txt")
             try Data("my notes".utf8).write(to: outside)
-            let database = try SQLiteDatabase(path: CacheLayout(root: dir.path("cache")).databaseFile.path)
-            try database.execute(
-                "UPDATE book SET localPath = '../outside-notes.txt', coverPath = '../../etc/passwd' WHERE id = 'ebook-alice'")
+            try asAnotherProcess {
+                let database = try SQLiteDatabase(path: CacheLayout(root: dir.path("cache")).databaseFile.path)
+                try database.execute(
+                    "UPDATE book SET localPath = '../outside-notes.txt', coverPath = '../../etc/passwd' WHERE id = 'ebook-alice'")
+            }
 
             // When a new manager reads it, opens it and deletes it
             let reader = makeManager(dir)

@@ -269,7 +269,11 @@ struct BudgetTests {
             let manager = manager(dir, clock: ManualClock())
             _ = try await manager.download(try request(server, "b0.epub", id: "ebook-b0"))
             // As if the process died between the rename and the index update:
-            try IndexStore(layout: CacheLayout(root: dir.path("cache")), logger: Logger(label: "t")).update { $0[key: "ebook-b0"] = nil }
+            try asAnotherProcess {
+                try IndexStore(layout: CacheLayout(root: dir.path("cache")), logger: Logger(label: "t")).update {
+                    $0[key: "ebook-b0"] = nil
+                }
+            }
             let report = try await manager.verify(repair: true)
             #expect(report.problems.map(\.kind) == [.stray, .stray])
             #expect(report.problems.first?.repair == "adopted into the index")

@@ -129,8 +129,8 @@ struct GroupPublisherTests {
         _ entries: [GroupPublisher.Entry], after first: GroupPublisher.Entry, by publisher: GroupPublisher, layout: CacheLayout,
         meanwhile: () throws -> Void = {}
     ) async throws -> (first: GroupPublisher.Outcome, group: [String: GroupPublisher.Outcome]) {
-        let blocker = try SQLiteDatabase(path: layout.databaseFile.path)
-        try blocker.execute("BEGIN IMMEDIATE")
+        let blocker = try asAnotherProcess { try SQLiteDatabase(path: layout.databaseFile.path) }
+        try asAnotherProcess { try blocker.execute("BEGIN IMMEDIATE") }
         let lead = Task { await publisher.publish(first) }
         try await waitUntil { publisher.isPublishing && publisher.waitingCount == 0 }
         let rest = Task {
@@ -142,8 +142,8 @@ struct GroupPublisherTests {
             }
         }
         try await waitUntil { publisher.waitingCount == entries.count }
-        try meanwhile()
-        try blocker.execute("COMMIT")
+        try asAnotherProcess { try meanwhile() }
+        try asAnotherProcess { try blocker.execute("COMMIT") }
         return (await lead.value, await rest.value)
     }
 

@@ -29,7 +29,7 @@ enum LegacyFiles {
 }
 
 /// The previous version's index (`metadata.json` + `metadata.journal`), read once to import it.
-@Suite("Importing the previous index")
+@Suite("Importing the previous index", .blockingInternals)
 struct LegacyJSONIndexTests {
     func record(_ name: String, size: Int64 = 3) throws -> CachedBookMetadata {
         let id = try BookID(type: .ebook, bookId: name)

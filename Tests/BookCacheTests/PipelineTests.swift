@@ -50,8 +50,8 @@ struct PipelineTests {
             #expect(manager.awaitingPublish.count == 2)
             #expect(manager.pipelineDepth == 4)
             // No book can be published while another connection holds the index's write lock.
-            let blocker = try SQLiteDatabase(path: manager.layout.databaseFile.path)
-            try blocker.execute("BEGIN IMMEDIATE")
+            let blocker = try asAnotherProcess { try SQLiteDatabase(path: manager.layout.databaseFile.path) }
+            try asAnotherProcess { try blocker.execute("BEGIN IMMEDIATE") }
             let downloads = Task {
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     for name in names {
@@ -65,7 +65,7 @@ struct PipelineTests {
             try await waitUntil { manager.awaitingPublish.waiting == 1 }
             #expect(manager.awaitingPublish.taken == 2)
             #expect(names.map { server.requestCount(for: "/\($0).epub") }.sorted() == [0, 1, 1, 1])
-            try blocker.execute("COMMIT")
+            try asAnotherProcess { try blocker.execute("COMMIT") }
             try await downloads.value
             for name in names {
                 #expect(try await manager.metadata(for: BookID(parsing: "ebook-\(name)")) != nil)

@@ -7,7 +7,7 @@ import Testing
 @testable import BookCache
 
 /// The SQLite index (`index.sqlite`).
-@Suite("SQLite index")
+@Suite("SQLite index", .blockingInternals)
 struct SQLiteIndexTests {
     func record(_ n: Int, type: BookType = .ebook, size: Int64 = 1000, accessed: Double = 0) throws -> CachedBookMetadata {
         var record = CachedBookMetadata(

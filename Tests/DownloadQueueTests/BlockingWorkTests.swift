@@ -8,6 +8,27 @@ import Testing
 struct BlockingWorkTests {
     struct Refused: Error, Equatable {}
 
+    @Test(
+        "where a blocking call may run is checked: not a task on the cooperative pool; the pool's threads, an actor on its executor and a test that says so may"
+    )
+    func mayBlockWhere() async throws {
+        #expect(!BlockingWork.mayBlock, "a test's task runs on the cooperative pool")
+        #expect(await BlockingWork.run { BlockingWork.mayBlock })
+        actor OnPool {
+            nonisolated let executor = BlockingWork.SerialExecutor()
+            nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
+            func mayBlock() -> Bool { BlockingWork.mayBlock }
+        }
+        #expect(await OnPool().mayBlock())
+        #expect(BlockingWork.$testMayBlock.withValue(true) { BlockingWork.mayBlock })
+        #if DEBUG
+            await #expect(processExitsWith: .failure) {
+                // A task of the cooperative pool that makes one: the debug build stops there
+                await Task.detached { BlockingWork.assertMayBlock("a test's blocking call") }.value
+            }
+        #endif
+    }
+
     @Test("a value comes back, and an error keeps its type")
     func valuesAndErrors() async throws {
         #expect(await BlockingWork.run { 6 * 7 } == 42)

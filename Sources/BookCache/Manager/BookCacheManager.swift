@@ -162,13 +162,22 @@ public actor BookCacheManager {
 
     /// Calls `body` with every cached book (or every book of a type), in id order, reading the
     /// index one row at a time: memory does not grow with the cache, so a listing of a million
-    /// books stays small. It runs on the calling thread and blocks on the index: call it from a
-    /// thread of your own or a dispatch queue, not from a task on the cooperative pool.
+    /// books stays small. The rows are read on a blocking-work thread, where `body` is called;
+    /// the calling task waits without holding a thread.
     /// - Parameters:
     ///   - type: Only books of this type, or all when `nil`.
-    ///   - body: Called with each record.
+    ///   - body: Called with each record, one at a time.
     /// - Throws: ``BookCacheError`` when the index cannot be read.
-    public nonisolated func forEachBook(ofType type: BookType? = nil, _ body: (CachedBookMetadata) -> Void) throws(BookCacheError) {
+    public nonisolated func forEachBook(
+        ofType type: BookType? = nil, _ body: @escaping @Sendable (CachedBookMetadata) -> Void
+    ) async throws(BookCacheError) {
+        try await BlockingWork.run { () throws(BookCacheError) in try self.blockingForEachBook(ofType: type, body) }
+    }
+
+    /// ``forEachBook(ofType:_:)`` on the calling thread, which it blocks: for callers already on
+    /// blocking work (checked in debug builds).
+    package nonisolated func blockingForEachBook(ofType type: BookType? = nil, _ body: (CachedBookMetadata) -> Void) throws(BookCacheError)
+    {
         var isDirectory: ObjCBool = false
         if FileManager.default.fileExists(atPath: layout.root.path, isDirectory: &isDirectory), !isDirectory.boolValue {
             throw .cacheDirectoryUnusable(layout.root.path, "it is a file, not a directory")

@@ -10,9 +10,9 @@ import Foundation
 /// ```swift
 /// var query = ShelfQuery(order: .newest, limit: 50)
 /// query.search = "austen"
-/// let first = try manager.shelf(query)
+/// let first = try await manager.shelf(query)
 /// query.after = first.next
-/// let second = try manager.shelf(query)
+/// let second = try await manager.shelf(query)
 /// ```
 public struct ShelfQuery: Sendable, Hashable {
     /// The order of a shelf's books; every order ends ties by id, so it is total.

@@ -164,12 +164,12 @@ extension APIServer {
             var buffer = ByteBuffer(string: #"{"books": "#)
             var writer = BookListJSON.Writer { bytes in buffer.writeBytes(bytes) }
             guard let query else {
-                try manager.forEachBook { writer.add($0) }
+                try manager.blockingForEachBook { writer.add($0) }
                 writer.finish()
                 buffer.writeString("}")
                 return buffer
             }
-            let page = try manager.shelf(query)
+            let page = try manager.blockingShelf(query)
             for book in page.books { writer.add(book) }
             writer.finish()
             // A cursor is base64url: nothing in it needs escaping in a JSON string

@@ -9,6 +9,11 @@ int bookcache_start_writeback(int fd, long long offset, long long length);
 /// Names the calling thread (Linux keeps 15 bytes; a longer name is cut there). 0, or an errno.
 int bookcache_name_current_thread(const char *name);
 
+/// Marks the calling thread as one of the blocking-work pool's (for the rest of its life).
+void bookcache_mark_blocking_thread(void);
+/// 1 on a thread marked by bookcache_mark_blocking_thread, else 0.
+int bookcache_is_blocking_thread(void);
+
 /// Takes an exclusive lock on the one byte at `offset` of `fd` without waiting, as an open file
 /// description lock (Linux `F_OFD_SETLK`): it belongs to this open of the file, so two opens in one
 /// process exclude each other, and closing the descriptor releases it.

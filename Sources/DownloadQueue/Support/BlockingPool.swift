@@ -141,6 +141,7 @@ package final class BlockingPool: Sendable {
     private func startThread() {
         Thread { [self] in
             Self.nameCurrentThread(label)
+            bookcache_mark_blocking_thread()
             work()
         }.start()
     }

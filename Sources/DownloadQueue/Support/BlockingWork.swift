@@ -1,4 +1,6 @@
+import CBookCacheShims
 import Dispatch
+import Foundation
 import Synchronization
 
 /// The one place where work that blocks a thread runs: file writes and `fsync`, reading a
@@ -28,6 +30,29 @@ package enum BlockingWork {
             }
         }
         return try result.get()
+    }
+
+    /// Whether the calling thread may block: a thread of a ``BlockingPool`` (work sent with
+    /// ``run(_:)``, or an actor on a ``SerialExecutor``), the main thread (the command line's;
+    /// an app's is its own to decide), or a thread that runs no task (an app's own thread). A task
+    /// on Swift's cooperative pool may not: it would stop every task scheduled behind it.
+    package static var mayBlock: Bool {
+        bookcache_is_blocking_thread() != 0 || Thread.isMainThread || withUnsafeCurrentTask { $0 == nil } || testMayBlock
+    }
+
+    /// Set by tests that call blocking internals from their own task on purpose: the index's SQL
+    /// in white-box tests, or a lock held to play another process. Nothing in the library sets it.
+    @TaskLocal package static var testMayBlock = false
+
+    /// Stops a debug build (every test run) where a call that blocks, such as one to the index,
+    /// is made from a task on the cooperative pool; release builds do not check. The place a call
+    /// may run is thereby checked wherever it is made, not left to a comment.
+    /// - Parameter what: The blocking call, for the message.
+    package static func assertMayBlock(_ what: @autoclosure () -> String, file: StaticString = #fileID, line: UInt = #line) {
+        assert(
+            mayBlock,
+            "\(what()) blocks: make it from BlockingWork.run or an actor on BlockingWork.SerialExecutor, not from a task on the cooperative pool",
+            file: file, line: line)
     }
 
     /// A serial executor whose jobs run on the blocking-work threads, one at a time and in the

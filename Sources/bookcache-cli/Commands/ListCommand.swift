@@ -80,7 +80,7 @@ extension ListCommand {
         var chunk: [CachedBookMetadata] = []
         chunk.reserveCapacity(1024)
         do throws(BookCacheError) {
-            try manager.forEachBook(ofType: type) { book in
+            try manager.blockingForEachBook(ofType: type) { book in
                 chunk.append(book)
                 if chunk.count == 1024 {
                     chunks.put(chunk)

@@ -13,7 +13,8 @@ enum Completions {
         let manager = BookCacheManager(configuration: BookCacheConfiguration(rootDirectory: CacheLayout.defaultRoot(explicit: explicit)))
         var ids: [String] = []
         do {
-            try manager.forEachBook { book in
+            // ArgumentParser asks on the main thread, which may block: the shell waits for the answer
+            try manager.blockingForEachBook { book in
                 if book.id.hasPrefix(prefix) { ids.append(book.id) }
             }
         } catch {

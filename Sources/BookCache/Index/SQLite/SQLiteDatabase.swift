@@ -1,4 +1,5 @@
 import CSQLite
+import DownloadQueue
 import Foundation
 
 /// A failed SQLite call: the operation, SQLite's result code and message.
@@ -118,6 +119,7 @@ final class SQLiteDatabase {
     private(set) var isReadOnly = false
 
     private static func open(_ path: String, flags: Int32) throws(SQLiteError) -> OpaquePointer {
+        BlockingWork.assertMayBlock("opening the index")
         var opened: OpaquePointer?
         let result = sqlite3_open_v2(path, &opened, flags, nil)
         guard result == SQLITE_OK, let opened else {
@@ -174,6 +176,7 @@ final class SQLiteDatabase {
 
     /// Runs SQL that returns no rows (one or more statements).
     func execute(_ sql: String) throws(SQLiteError) {
+        BlockingWork.assertMayBlock("SQL on the index")
         var error: UnsafeMutablePointer<CChar>?
         let result = sqlite3_exec(handle, sql, nil, nil, &error)
         if result != SQLITE_OK {
@@ -296,6 +299,8 @@ final class SQLiteStatement {
 
     /// Steps once: `true` with a row to read, `false` when done.
     func step() throws(SQLiteError) -> Bool {
+        // Every statement of the index and the job store steps here: where it may run is checked
+        BlockingWork.assertMayBlock("a statement on the index")
         switch sqlite3_step(handle) {
         case SQLITE_ROW: return true
         case SQLITE_DONE: return false
