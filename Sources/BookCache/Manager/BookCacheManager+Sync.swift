@@ -169,6 +169,23 @@ extension BookCacheManager {
         var section: String?
         /// Pages that could not be read; the listing stopped at the first.
         var unreadPages: [SyncReport.UnreadPage] = []
+        /// The books listed, each once (a catalogue may list a book on two pages).
+        var books: Set<BookID> = []
+
+        /// Takes a feed's entry: a book not listed yet, a skipped entry (counted, the first few
+        /// named) or an invalid one.
+        mutating func take(_ entry: SyncEntry) {
+            switch entry.outcome {
+            case .book(let request):
+                guard books.insert(request.id).inserted else { return }
+                entries.append(.success(request))
+            case .skipped(let title, let reason):
+                skippedCount += 1
+                if skipped.count < SyncReport.maxNamedSkips { skipped.append(SyncReport.SkippedEntry(title: title, reason: reason)) }
+            case .invalid(let problem):
+                entries.append(.failure(problem))
+            }
+        }
     }
 
     /// Reads the source, descends navigation feeds, and follows `next` pages until `keep`
@@ -206,27 +223,13 @@ extension BookCacheManager {
             throw .invalidArgument("\(source.key) lists books, not sections, so the section '\(section)' cannot be chosen; leave it out")
         }
         listing.format = page.format
-        var seen: Set<BookID> = []
-        var books = 0
         var pages = 1
         pageLoop: while true {
             for entry in page.entries {
-                if books >= keep { break pageLoop }
-                switch entry.outcome {
-                case .book(let request):
-                    guard seen.insert(request.id).inserted else { continue }
-                    books += 1
-                    listing.entries.append(.success(request))
-                case .skipped(let title, let reason):
-                    listing.skippedCount += 1
-                    if listing.skipped.count < SyncReport.maxNamedSkips {
-                        listing.skipped.append(SyncReport.SkippedEntry(title: title, reason: reason))
-                    }
-                case .invalid(let problem):
-                    listing.entries.append(.failure(problem))
-                }
+                if listing.books.count >= keep { break pageLoop }
+                listing.take(entry)
             }
-            guard books < keep, let next = page.next else { break }
+            guard listing.books.count < keep, let next = page.next else { break }
             guard visited.insert(next.absoluteString).inserted else {
                 logger.warning(
                     "the catalogue's next page is one already read; stopping", metadata: ["url": "\(URLRedaction.redacted(next))"])

@@ -54,35 +54,7 @@ struct EPUBValidator {
             throw ValidationFailure("the archive has \(count) entries, more than the limit of \(limits.maxEntries)", kind: .tooLarge)
         }
 
-        // Names as stored, byte for byte: what a reader looks entries up by.
-        var names = Set<[UInt8]>()
-        var totalDeclared: Int64 = 0
-        // Each entry is described once (libzip converts its DOS time with mktime every time).
-        var entries: [Entry] = []
-        entries.reserveCapacity(Int(count))
-        for index in 0..<UInt64(count) {
-            let entry = try stat(archive, index)
-            entries.append(entry)
-            try checkName(entry.name)
-            guard names.insert(entry.rawName).inserted else {
-                throw ValidationFailure("the entry name '\(entry.name.debugEscaped)' appears twice, byte for byte", kind: .unsafeEntryName)
-            }
-            if entry.encrypted {
-                throw ValidationFailure(
-                    "the entry '\(entry.name)' is encrypted (DRM-protected books cannot be validated)", kind: .encrypted)
-            }
-            totalDeclared += entry.size
-            if totalDeclared > limits.maxTotalUncompressedBytes {
-                throw ValidationFailure(
-                    "the entries declare more than \(limits.maxTotalUncompressedBytes) uncompressed bytes (a zip bomb?)", kind: .tooLarge)
-            }
-            if entry.size > limits.ratioCheckThreshold && entry.size / max(entry.compressedSize, 1) > limits.maxCompressionRatio {
-                throw ValidationFailure(
-                    "the entry '\(entry.name)' expands \(entry.size / max(entry.compressedSize, 1))× (limit \(limits.maxCompressionRatio)×): a zip bomb?",
-                    kind: .tooLarge)
-            }
-        }
-
+        let entries = try describeEntries(archive, count: count)
         var warnings = try mimetypeWarnings(archive, entries: entries)
         if let legacy = entries.first(where: { Array($0.name.utf8) != $0.rawName }) {
             warnings.append(
@@ -120,11 +92,60 @@ struct EPUBValidator {
         }
         let packageXML = try readThrough(archive, packageIndex, name: packageEntry.name, keep: true)
         let (spine, metadata) = try PackageDocumentParser(path: packagePath, maxDepth: limits.maxContainerXMLDepth).read(packageXML)
+        warnings += try spineWarnings(spine, of: packagePath, entries: entries, indexByName: indexByName)
+
+        var work: [(index: UInt64, entry: Entry)] = []
+        for (position, entry) in entries.enumerated() {
+            let index = UInt64(position)
+            if index != containerIndex, index != packageIndex { work.append((index, entry)) }
+        }
+        try readThrough(work, archive: archive, path: path)
+        return (warnings, metadata)
+    }
+
+    /// Every entry described once (libzip converts its DOS time with mktime every time), each
+    /// checked as it is met: a safe name, stored once byte for byte (what a reader looks entries
+    /// up by), not encrypted, and within the limits on declared size and compression ratio.
+    private func describeEntries(_ archive: OpaquePointer, count: Int64) throws(ValidationFailure) -> [Entry] {
+        var names = Set<[UInt8]>()
+        var totalDeclared: Int64 = 0
+        var entries: [Entry] = []
+        entries.reserveCapacity(Int(count))
+        for index in 0..<UInt64(count) {
+            let entry = try stat(archive, index)
+            entries.append(entry)
+            try checkName(entry.name)
+            guard names.insert(entry.rawName).inserted else {
+                throw ValidationFailure("the entry name '\(entry.name.debugEscaped)' appears twice, byte for byte", kind: .unsafeEntryName)
+            }
+            if entry.encrypted {
+                throw ValidationFailure(
+                    "the entry '\(entry.name)' is encrypted (DRM-protected books cannot be validated)", kind: .encrypted)
+            }
+            totalDeclared += entry.size
+            if totalDeclared > limits.maxTotalUncompressedBytes {
+                throw ValidationFailure(
+                    "the entries declare more than \(limits.maxTotalUncompressedBytes) uncompressed bytes (a zip bomb?)", kind: .tooLarge)
+            }
+            if entry.size > limits.ratioCheckThreshold && entry.size / max(entry.compressedSize, 1) > limits.maxCompressionRatio {
+                throw ValidationFailure(
+                    "the entry '\(entry.name)' expands \(entry.size / max(entry.compressedSize, 1))× (limit \(limits.maxCompressionRatio)×): a zip bomb?",
+                    kind: .tooLarge)
+            }
+        }
+        return entries
+    }
+
+    /// The spine's items that are in the archive only in another Unicode normalisation, as
+    /// warnings. EPUB asks names to be unique after canonical normalisation, so a reader may find
+    /// an item spelled in another one; say so, as one that compares bytes will not.
+    /// - Throws: ``ValidationFailure`` for an item that is not in the archive at all.
+    private func spineWarnings(
+        _ spine: [String], of packagePath: String, entries: [Entry], indexByName: [[UInt8]: UInt64]
+    ) throws(ValidationFailure) -> [String] {
+        var warnings: [String] = []
         var normalized: [[UInt8]: String]?
         for item in spine where indexByName[Array(item.utf8)] == nil {
-            // EPUB asks names to be unique after Unicode canonical normalisation, so a reader
-            // may find an item spelled in another normalisation; say so, as one that compares
-            // bytes will not.
             if normalized == nil {
                 normalized = Dictionary(
                     entries.map { (Array($0.name.precomposedStringWithCanonicalMapping.utf8), $0.name) },
@@ -138,14 +159,7 @@ struct EPUBValidator {
                 "the spine names '\(item.debugEscaped)', stored as '\(stored.debugEscaped)' in another Unicode normalisation; readers that compare names byte for byte will not find it"
             )
         }
-
-        var work: [(index: UInt64, entry: Entry)] = []
-        for (position, entry) in entries.enumerated() {
-            let index = UInt64(position)
-            if index != containerIndex, index != packageIndex { work.append((index, entry)) }
-        }
-        try readThrough(work, archive: archive, path: path)
-        return (warnings, metadata)
+        return warnings
     }
 
     /// Compressed bytes worth spreading over several cores when entries are read through.

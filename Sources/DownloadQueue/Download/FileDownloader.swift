@@ -92,25 +92,7 @@ package struct FileDownloader: Sendable {
             throw DownloadError(kind: .invalidURL, url: url, detail: "only absolute http and https URLs can be downloaded")
         }
         let given = extraHeaders.map { (name: $0.name, value: $0.value) }
-        // Whether the partial file can be resumed is read from the disk, off the cooperative pool:
-        // the bytes its record vouches for, checked against the record's hash.
-        let logger = self.logger
-        let partial: (size: Int64, validator: String, hasher: HashBox)? = await BlockingWork.run {
-            guard resume, let record = ResumeRecord.load(for: destination), record.url == url.absoluteString else {
-                Self.discard(destination)
-                return nil
-            }
-            switch Self.checkPartial(destination, against: record) {
-            case .success(let hasher):
-                return (record.length, record.validator, hasher)
-            case .failure(let problem):
-                logger.notice(
-                    "the partial file does not match its resume record; starting over",
-                    metadata: ["path": "\(destination)", "problem": "\(problem.reason)"])
-                Self.discard(destination)
-                return nil
-            }
-        }
+        let partial = await resumablePartial(destination, of: url, resume: resume)
         var offset = partial?.size ?? 0
         var headers = given
         if let partial {
@@ -169,6 +151,32 @@ package struct FileDownloader: Sendable {
                 contentType: response.header("Content-Type")),
             response: response, requestedURL: url, destination: destination, offset: offset,
             prefix: offset > 0 ? partial?.hasher : nil, maxBytes: maxBytes, resume: resume)
+    }
+
+    /// The partial file at `destination` when it can be resumed — `resume` is asked, its resume
+    /// record is for `url` and the bytes it vouches for match the record's hash — read from the
+    /// disk off the cooperative pool; otherwise `nil`, and whatever is there is discarded (a
+    /// mismatch is logged).
+    private func resumablePartial(_ destination: String, of url: URL, resume: Bool) async -> (
+        size: Int64, validator: String, hasher: HashBox
+    )? {
+        let logger = self.logger
+        return await BlockingWork.run {
+            guard resume, let record = ResumeRecord.load(for: destination), record.url == url.absoluteString else {
+                Self.discard(destination)
+                return nil
+            }
+            switch Self.checkPartial(destination, against: record) {
+            case .success(let hasher):
+                return (record.length, record.validator, hasher)
+            case .failure(let problem):
+                logger.notice(
+                    "the partial file does not match its resume record; starting over",
+                    metadata: ["path": "\(destination)", "problem": "\(problem.reason)"])
+                Self.discard(destination)
+                return nil
+            }
+        }
     }
 
     /// Streams an open response's body into its file, hashing it on the way, and makes the file

@@ -140,27 +140,7 @@ struct ServeCommand: AsyncParsableCommand {
         let shownHost = host.contains(":") ? "[\(host)]" : host
         do {
             try await server.run { port in
-                let url = "http://\(shownHost):\(port)"
-                do {
-                    try ServiceInfo(url: url, pid: pid).write(in: root)
-                } catch {
-                    Terminal.writeError(
-                        "warning: cannot write \(ServiceInfo.file(in: root).path) (\(error)); 'bookcache queue' will not find this service")
-                }
-                Terminal.write("bookcache serve: \(root.path) at \(url)")
-                Terminal.write("web page (one-time login link): \(url)/login?code=\(access.newLoginCode())")
-                Terminal.write("API token: \(ServiceInfo.tokenFile(in: root).path)")
-                let catalogueHost = hostNames.first.map { $0.contains(":") && !$0.hasPrefix("[") ? "[\($0)]" : $0 } ?? shownHost
-                Terminal.write("OPDS catalogue for e-readers: http://\(catalogueHost):\(port)/opds (OPDS 2: /opds/v2)")
-                do throws(ServiceSetupError) {
-                    if let login = try ReaderPassword.read(in: root) {
-                        Terminal.write("  reader login: \(login.user) (bookcache serve --opds-password changes it)")
-                    } else {
-                        Terminal.write("  no reader login yet: set one with bookcache serve --opds-password")
-                    }
-                } catch {
-                    Terminal.writeError("warning: \(error.message)")
-                }
+                Self.announce(host: shownHost, port: port, root: root, access: access, hostNames: hostNames, pid: pid)
             }
         } catch {
             ServiceInfo.remove(in: root, pid: pid)
@@ -169,6 +149,32 @@ struct ServeCommand: AsyncParsableCommand {
         }
         ServiceInfo.remove(in: root, pid: pid)
         Terminal.write("bookcache serve: stopped; unfinished jobs stay queued")
+    }
+
+    /// Says where the service listens, once it does: its address (kept in `service.json` for
+    /// `bookcache queue`), a login link for the page, the token's file and the catalogue's address.
+    static func announce(host shownHost: String, port: Int, root: URL, access: ServiceAccess, hostNames: [String], pid: Int32) {
+        let url = "http://\(shownHost):\(port)"
+        do {
+            try ServiceInfo(url: url, pid: pid).write(in: root)
+        } catch {
+            Terminal.writeError(
+                "warning: cannot write \(ServiceInfo.file(in: root).path) (\(error)); 'bookcache queue' will not find this service")
+        }
+        Terminal.write("bookcache serve: \(root.path) at \(url)")
+        Terminal.write("web page (one-time login link): \(url)/login?code=\(access.newLoginCode())")
+        Terminal.write("API token: \(ServiceInfo.tokenFile(in: root).path)")
+        let catalogueHost = hostNames.first.map { $0.contains(":") && !$0.hasPrefix("[") ? "[\($0)]" : $0 } ?? shownHost
+        Terminal.write("OPDS catalogue for e-readers: http://\(catalogueHost):\(port)/opds (OPDS 2: /opds/v2)")
+        do throws(ServiceSetupError) {
+            if let login = try ReaderPassword.read(in: root) {
+                Terminal.write("  reader login: \(login.user) (bookcache serve --opds-password changes it)")
+            } else {
+                Terminal.write("  no reader login yet: set one with bookcache serve --opds-password")
+            }
+        } catch {
+            Terminal.writeError("warning: \(error.message)")
+        }
     }
 
     /// The cache folder and its token (made on first use); exit 73 (cannot create) when either fails.

@@ -182,26 +182,7 @@ struct SyncCommand: AsyncParsableCommand {
             return
         }
         if json {
-            let object: [String: Any] = [
-                "source": report.source, "format": report.format ?? NSNull(), "skipped": false, "wanted": report.wanted,
-                "synced": report.inCache, "alreadyCached": report.alreadyCached, "new": report.inCache - report.alreadyCached,
-                "failed": report.failed, "removed": report.removed, "section": report.section ?? NSNull(),
-                "skippedEntries": report.skippedEntries.map { ["title": $0.title ?? NSNull(), "reason": $0.reason] as [String: Any] },
-                "skippedCount": report.skippedCount,
-                "unreadPages": report.unreadPages.map {
-                    ["url": $0.url, "error": cliMessage($0.failure, in: Localized.machineLocale), "kind": $0.failure.kind.description]
-                        as [String: Any]
-                },
-                "items": report.items.map {
-                    [
-                        "id": $0.id ?? NSNull(), "status": $0.status.rawValue,
-                        "error": $0.failure.map { cliMessage($0, in: Localized.machineLocale) } ?? NSNull(),
-                        "kind": $0.failure?.kind.description ?? NSNull(),
-                        "evicted": $0.evicted.map(\.metadata.id), "warnings": $0.warnings,
-                    ] as [String: Any]
-                },
-            ]
-            Terminal.write(Self.encode(object))
+            Terminal.write(Self.encode(Self.jsonObject(report)))
         } else {
             for item in report.items {
                 for book in item.evicted { Terminal.writeError(book.line) }
@@ -234,6 +215,29 @@ struct SyncCommand: AsyncParsableCommand {
             let failures = report.items.compactMap { $0.failure.map(ExitStatus.of) } + report.unreadPages.map { ExitStatus.of($0.failure) }
             throw ExitCode(ExitStatus.of(failures: failures))
         }
+    }
+
+    /// The report as `sync --json` prints it.
+    static func jsonObject(_ report: SyncReport) -> [String: Any] {
+        [
+            "source": report.source, "format": report.format ?? NSNull(), "skipped": false, "wanted": report.wanted,
+            "synced": report.inCache, "alreadyCached": report.alreadyCached, "new": report.inCache - report.alreadyCached,
+            "failed": report.failed, "removed": report.removed, "section": report.section ?? NSNull(),
+            "skippedEntries": report.skippedEntries.map { ["title": $0.title ?? NSNull(), "reason": $0.reason] as [String: Any] },
+            "skippedCount": report.skippedCount,
+            "unreadPages": report.unreadPages.map {
+                ["url": $0.url, "error": cliMessage($0.failure, in: Localized.machineLocale), "kind": $0.failure.kind.description]
+                    as [String: Any]
+            },
+            "items": report.items.map {
+                [
+                    "id": $0.id ?? NSNull(), "status": $0.status.rawValue,
+                    "error": $0.failure.map { cliMessage($0, in: Localized.machineLocale) } ?? NSNull(),
+                    "kind": $0.failure?.kind.description ?? NSNull(),
+                    "evicted": $0.evicted.map(\.metadata.id), "warnings": $0.warnings,
+                ] as [String: Any]
+            },
+        ]
     }
 
     private static func ago(_ date: Date) -> String {
