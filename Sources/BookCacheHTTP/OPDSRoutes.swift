@@ -2,6 +2,7 @@ import BookCache
 import DownloadQueue
 import Foundation
 import Hummingbird
+import Synchronization
 import NIOCore
 
 extension APIServer {
@@ -159,16 +160,32 @@ extension APIServer {
         var name = fileName(MetadataText.bounded(book.title, maxBytes: 180), ascii: false)
         if name.isEmpty || name.hasPrefix(".") { name = book.bookId }
         // Transliterated first, then made safe: Latin-ASCII writes ½ and ⁄ as slashes.
-        // (ICU's transliterator is built anew for each call, 9% of a file request's CPU: an ASCII
-        // name has nothing to transliterate.)
-        let latin =
-            name.utf8.allSatisfy { $0 < 0x80 } ? name : name.applyingTransform(StringTransform("Any-Latin; Latin-ASCII"), reverse: false)
-        var ascii = fileName(latin ?? name, ascii: true)
+        var ascii = fileName(latin(name), ascii: true)
         if !ascii.unicodeScalars.contains(where: { CharacterSet.alphanumerics.contains($0) }) || ascii.hasPrefix(".") {
             ascii = book.bookId
         }
         return "attachment; filename=\"\(ascii).\(ext)\"; filename*=UTF-8''\(OPDSCatalogue.percentEncoded(name)).\(ext)"
     }
+
+    /// `name` in Latin letters (Any-Latin; Latin-ASCII), for the ASCII `filename`. ICU builds its
+    /// transliterator anew for each call (0.3 ms, a third of a file request's CPU), so the names
+    /// made are kept: at most ``maxLatinNames`` titles, forgotten all at once when full. An ASCII
+    /// name has nothing to transliterate.
+    static func latin(_ name: String) -> String {
+        if name.utf8.allSatisfy({ $0 < 0x80 }) { return name }
+        if let known = latinNames.withLock({ $0[name] }) { return known }
+        let made = name.applyingTransform(StringTransform("Any-Latin; Latin-ASCII"), reverse: false) ?? name
+        latinNames.withLock { names in
+            if names.count >= maxLatinNames { names.removeAll() }
+            names[name] = made
+        }
+        return made
+    }
+
+    /// The most transliterated titles kept (each at most 180 bytes and its transliteration).
+    static let maxLatinNames = 4096
+    /// Transliterated titles, by title.
+    static let latinNames = Mutex<[String: String]>([:])
 
     /// `text` as a file name: control characters, path separators and quotes (and, for the ASCII
     /// name, anything not ASCII, `%` and `;`, which a quoted `filename` cannot carry) become `_`.

@@ -98,6 +98,17 @@ struct OPDSTests {
         #expect(APIServer.attachment(try book(title: ".bashrc")).contains(#"filename="b1.epub""#))
     }
 
+    @Test("transliterated names are kept, a bounded number: the same name again, and never more than the bound")
+    func latinNamesKept() throws {
+        #expect(APIServer.latin("红楼梦") == "hong lou meng")
+        #expect(APIServer.latinNames.withLock { $0["红楼梦"] } == "hong lou meng")
+        #expect(APIServer.latin("红楼梦") == "hong lou meng", "from what was kept")
+        #expect(APIServer.latin("Plain") == "Plain")
+        #expect(APIServer.latinNames.withLock { $0["Plain"] } == nil, "ASCII is not kept: nothing to transliterate")
+        for index in 0...APIServer.maxLatinNames { _ = APIServer.latin("é\(index)") }
+        #expect(APIServer.latinNames.withLock { $0.count } <= APIServer.maxLatinNames)
+    }
+
     @Test("Basic values: base64 of user:password, the first colon splits; anything else is no login")
     func basicValues() {
         func basic(_ text: String) -> String { "Basic " + Data(text.utf8).base64EncodedString() }
