@@ -2,8 +2,8 @@ import BookCache
 import DownloadQueue
 import Foundation
 import Hummingbird
-import Synchronization
 import NIOCore
+import Synchronization
 
 extension APIServer {
     /// `/opds…`: the catalogue for e-readers, behind its own door (``OPDSAccessMiddleware``).
