@@ -29,27 +29,41 @@ package enum BookListJSON {
         return URL(string: string).map(URLRedaction.redacted) ?? string
     }
 
-    /// A listed record's key: a field, or its status (`field` nil), with the bytes written
-    /// before its value, made once.
-    final class Key: Sendable {
+    /// A listed record's key: a field's kind, or its status (`kind` nil), with the bytes written
+    /// before its value (`  {` and the key for the first, a comma and the key for the others).
+    /// Plain values: the bytes are made once and never freed, so walking the keys retains
+    /// nothing (a retain and a release of a key object, its field and its prefix, per field and
+    /// record, were most of `list --json`'s CPU).
+    struct Key {
         let name: String
-        let field: BookField?
-        private let first: [UInt8]
-        private let later: [UInt8]
+        let kind: BookField.Kind?
+        let first: UnsafeRawBufferPointer
+        let later: UnsafeRawBufferPointer
 
-        init(_ name: String, _ field: BookField?) {
+        init(_ name: String, _ kind: BookField.Kind?) {
             self.name = name
-            self.field = field
-            first = Array("  {\n    \"\(name)\" : ".utf8)
-            later = Array(",\n    \"\(name)\" : ".utf8)
+            self.kind = kind
+            first = Self.lasting("  {\n    \"\(name)\" : ")
+            later = Self.lasting(",\n    \"\(name)\" : ")
         }
 
-        func prefix(first isFirst: Bool) -> [UInt8] { isFirst ? first : later }
+        /// The bytes of `text` in memory that lasts as long as the process.
+        private static func lasting(_ text: String) -> UnsafeRawBufferPointer {
+            let bytes = Array(text.utf8)
+            let memory = UnsafeMutableRawBufferPointer.allocate(byteCount: bytes.count, alignment: 1)
+            memory.copyBytes(from: bytes)
+            return UnsafeRawBufferPointer(memory)
+        }
     }
 
-    /// A listed record's keys in sorted order (`JSONEncoder`'s `.sortedKeys`): its fields and its status.
-    static let keys: [Key] = (BookField.all.map { Key($0.name, $0) } + [Key("status", nil)])
-        .sorted { $0.name < $1.name }
+    /// A listed record's keys in sorted order (`JSONEncoder`'s `.sortedKeys`): its fields and its
+    /// status; in memory that lasts as long as the process, walked without retaining it.
+    nonisolated(unsafe) static let keys: UnsafeBufferPointer<Key> = {
+        let sorted = (BookField.all.map { Key($0.name, $0.kind) } + [Key("status", nil)]).sorted { $0.name < $1.name }
+        let memory = UnsafeMutableBufferPointer<Key>.allocate(capacity: sorted.count)
+        _ = memory.initialize(from: sorted)
+        return UnsafeBufferPointer(memory)
+    }()
 
     /// Writes a JSON array of records as they arrive, handing the bytes to `sink` a megabyte at
     /// a time (and at ``finish()``).
@@ -134,17 +148,14 @@ package enum BookListJSON {
         /// present (``BookField/isPresent(in:)``) and its status, keys in sorted order.
         mutating func record(_ book: CachedBookMetadata) {
             var first = true
-            // Unretained: the keys and their fields live as long as the process. A retain and a
-            // release of each, per record, were 11% of `list --json`'s CPU (A/B, 7 rounds).
             for index in BookListJSON.keys.indices {
-                unowned(unsafe) let key = BookListJSON.keys[index]
-                guard let found = key.field else {
+                let key = BookListJSON.keys[index]
+                guard let kind = key.kind else {
                     self.key(key, first: &first)
                     string(BookListJSON.status(book))
                     continue
                 }
-                unowned(unsafe) let field = found
-                switch field.kind {
+                switch kind {
                 case .text(let get, _):
                     self.key(key, first: &first)
                     string(get(book))
@@ -178,8 +189,8 @@ package enum BookListJSON {
         }
 
         /// The key and what comes before it: `  {` for the first, a comma for the others.
-        private mutating func key(_ key: BookListJSON.Key, first: inout Bool) {
-            key.prefix(first: first).withUnsafeBytes { append($0) }
+        private mutating func key(_ key: borrowing BookListJSON.Key, first: inout Bool) {
+            append(first ? key.first : key.later)
             first = false
         }
 
