@@ -23,6 +23,15 @@ struct FileRegionHandlerTests {
         return (channel, handler)
     }
 
+    /// Runs `body` with a connection and a file of `bytes` (open as a route opens a book's
+    /// file), and removes the file after.
+    func withConnection(file bytes: String, _ body: (EmbeddedChannel, OpenFile, URL) throws -> Void) throws {
+        let (channel, _) = try connection()
+        let (file, url) = try file(bytes)
+        defer { try? FileManager.default.removeItem(at: url) }
+        try body(channel, file, url)
+    }
+
     /// A file of `bytes`, open as a route opens a book's file.
     func file(_ bytes: String) throws -> (OpenFile, URL) {
         let url = FileManager.default.temporaryDirectory.appendingPathComponent("file-region-\(UUID().uuidString).epub")
@@ -58,37 +67,35 @@ struct FileRegionHandlerTests {
 
     @Test("the marked response's body is the file's range, sent as a file region after the head; the mark is never sent")
     func sendsTheRange() throws {
-        let (channel, _) = try connection()
-        let (file, url) = try file("0123456789")
-        defer { try? FileManager.default.removeItem(at: url) }
-        try channel.triggerUserOutboundEvent(FileRegionHandler.Send(file: file, offset: 2, length: 5)).wait()
-        try channel.writeOutbound(HTTPResponsePart.head(marked(length: 5)))
-        try channel.writeOutbound(HTTPResponsePart.end(nil))
-        let (text, regions) = try sent(channel, file: url)
-        #expect(regions == 1)
-        #expect(text.hasPrefix("HTTP/1.1 206 Partial Content\r\n"))
-        #expect(text.hasSuffix("\r\n\r\n23456"), "\(text)")
-        #expect(!text.lowercased().contains("x-bookcache"), "\(text)")
-        #expect(file.takeDescriptor() == nil, "the handler owns the descriptor")
-        _ = try channel.finish()
+        try withConnection(file: "0123456789") { channel, file, url in
+            try channel.triggerUserOutboundEvent(FileRegionHandler.Send(file: file, offset: 2, length: 5)).wait()
+            try channel.writeOutbound(HTTPResponsePart.head(marked(length: 5)))
+            try channel.writeOutbound(HTTPResponsePart.end(nil))
+            let (text, regions) = try sent(channel, file: url)
+            #expect(regions == 1)
+            #expect(text.hasPrefix("HTTP/1.1 206 Partial Content\r\n"))
+            #expect(text.hasSuffix("\r\n\r\n23456"), "\(text)")
+            #expect(!text.lowercased().contains("x-bookcache"), "\(text)")
+            #expect(file.takeDescriptor() == nil, "the handler owns the descriptor")
+            _ = try channel.finish()
+        }
     }
 
     @Test("a response without the mark sends its own body and drops a file kept for a response never sent, so no later one carries it")
     func unmarkedDropsKeptFile() throws {
-        let (channel, _) = try connection()
-        let (file, url) = try file("secret")
-        defer { try? FileManager.default.removeItem(at: url) }
-        try channel.triggerUserOutboundEvent(FileRegionHandler.Send(file: file, offset: 0, length: 6)).wait()
-        var other = HTTPResponse(status: .forbidden)
-        other.headerFields[.contentLength] = "2"
-        try channel.writeOutbound(HTTPResponsePart.head(other))
-        try channel.writeOutbound(HTTPResponsePart.body(ByteBuffer(string: "no")))
-        try channel.writeOutbound(HTTPResponsePart.end(nil))
-        #expect(try sent(channel).text.hasSuffix("\r\n\r\nno"))
-        // The next marked head has no file: the connection closes rather than send a wrong body
-        #expect(throws: FileRegionHandler.Unavailable.self) { try channel.writeOutbound(HTTPResponsePart.head(marked(length: 6))) }
-        #expect(!channel.isActive)
-        #expect(try sent(channel).regions == 0)
+        try withConnection(file: "secret") { channel, file, url in
+            try channel.triggerUserOutboundEvent(FileRegionHandler.Send(file: file, offset: 0, length: 6)).wait()
+            var other = HTTPResponse(status: .forbidden)
+            other.headerFields[.contentLength] = "2"
+            try channel.writeOutbound(HTTPResponsePart.head(other))
+            try channel.writeOutbound(HTTPResponsePart.body(ByteBuffer(string: "no")))
+            try channel.writeOutbound(HTTPResponsePart.end(nil))
+            #expect(try sent(channel).text.hasSuffix("\r\n\r\nno"))
+            // The next marked head has no file: the connection closes rather than send a wrong body
+            #expect(throws: FileRegionHandler.Unavailable.self) { try channel.writeOutbound(HTTPResponsePart.head(marked(length: 6))) }
+            #expect(!channel.isActive)
+            #expect(try sent(channel).regions == 0)
+        }
     }
 
     @Test("on a connection without the HTTP/1 codec a file is refused and stays the route's, which then reads it itself")

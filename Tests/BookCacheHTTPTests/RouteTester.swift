@@ -36,6 +36,13 @@ struct RouteTester {
         responder = router.buildResponder()
     }
 
+    /// Runs `body` with the routes of a new, empty cache, and removes the cache after.
+    static func with(_ body: (RouteTester) async throws -> Void) async throws {
+        let routes = try RouteTester()
+        defer { routes.directory.remove() }
+        try await body(routes)
+    }
+
     /// A response, its body read whole.
     struct Answer {
         var status: HTTPResponse.Status
