@@ -136,9 +136,8 @@ struct EPUBValidator {
         return entries
     }
 
-    /// The spine's items that are in the archive only in another Unicode normalisation, as
-    /// warnings. EPUB asks names to be unique after canonical normalisation, so a reader may find
-    /// an item spelled in another one; say so, as one that compares bytes will not.
+    /// Warnings for the spine's items stored only in another Unicode normalisation (EPUB asks
+    /// names to be unique after it): a reader that compares bytes will not find them.
     /// - Throws: ``ValidationFailure`` for an item that is not in the archive at all.
     private func spineWarnings(
         _ spine: [String], of packagePath: String, entries: [Entry], indexByName: [[UInt8]: UInt64]
