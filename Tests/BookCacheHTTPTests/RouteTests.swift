@@ -152,4 +152,42 @@ struct RouteTests {
             #expect(answer.text.contains("several requests"))
         }
     }
+
+    @Test(
+        "OPDS: every feed and file route answers HEAD as GET behind the same door — 401 with its challenge without a login, the head alone with one; the reader login and the token both open it"
+    )
+    func opdsDoorAndHead() async throws {
+        try await withServerAndDirectory(directory: Fixtures.books) { server, _ in
+            try await RouteTester.with { (routes: RouteTester) async throws in
+                try await routes.cache("alice.epub", id: "ebook-alice", from: server)
+                try ReaderPassword(user: "reader", password: "correct horse").write(in: routes.manager.layout.root)
+                let basic = "Basic " + Data("reader:correct horse".utf8).base64EncodedString()
+                let wrong = "Basic " + Data("reader:wrong horse!".utf8).base64EncodedString()
+                var paths = ["/opds/search.xml", "/opds/books/ebook-alice/file"]
+                for root in ["/opds", "/opds/v2"] {
+                    paths += [root, root + "/new", root + "/ebooks", root + "/magazines", root + "/pinned", root + "/authors"]
+                    paths += [root + "/author?name=Lewis%20Carroll", root + (root == "/opds" ? "/search?q=alice" : "/search?query=alice")]
+                }
+                for path in paths {
+                    for method in [HTTPRequest.Method.get, .head] {
+                        let refused = try await routes.send(method, path, token: false)
+                        #expect(refused.status == .unauthorized, "\(method) \(path)")
+                        #expect(refused.headers[.wwwAuthenticate]?.hasPrefix("Basic realm=") == true, "\(method) \(path)")
+                    }
+                    let get = try await routes.send(.get, path, token: false, headers: [.authorization: basic])
+                    let head = try await routes.send(.head, path, token: false, headers: [.authorization: basic])
+                    #expect(get.status == .ok && !get.body.isEmpty, "GET \(path): \(get.status)")
+                    #expect(head.status == .ok && head.body.isEmpty, "HEAD \(path): \(head.status)")
+                    #expect(head.headers[.contentType] == get.headers[.contentType], "\(path)")
+                    #expect(try await routes.send(.get, path).status == .ok, "the token opens \(path) too")
+                }
+                // A wrong password is a 401 (ten in a minute from one client, and it is 429: the login
+                // limit's own test is OPDSTests')
+                #expect(try await routes.send(.get, "/opds/new", token: false, headers: [.authorization: wrong]).status == .unauthorized)
+                #expect(
+                    try await routes.send(.get, "/opds/books/ebook-alice/cover", token: false, headers: [.authorization: basic]).status
+                        == .notFound)
+            }
+        }
+    }
 }
