@@ -197,18 +197,6 @@ extension APIServer {
                     || (ascii && (!scalar.isASCII || scalar == "%" || scalar == ";"))
                 return unsafe ? "_" : Character(scalar)
             }
-        ).trimmingSpaces()
-    }
-}
-
-extension String {
-    /// Without the spaces and tabs at either end (`CharacterSet.whitespaces`, without its cost).
-    func trimmingSpaces() -> String {
-        let isSpace = { (scalar: Unicode.Scalar) in scalar == "\t" || scalar.properties.generalCategory == .spaceSeparator }
-        let scalars = unicodeScalars
-        guard let first = scalars.firstIndex(where: { !isSpace($0) }), let last = scalars.lastIndex(where: { !isSpace($0) }) else {
-            return ""
-        }
-        return String(scalars[first...last])
+        ).trimmingCharacters(in: .whitespaces)
     }
 }

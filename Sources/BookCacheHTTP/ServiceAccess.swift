@@ -166,7 +166,7 @@ public final class ServiceAccess: Sendable {
         if let authorization = request.headers[.authorization] {
             let parts = authorization.split(separator: " ", maxSplits: 1)
             guard parts.count == 2, parts[0].lowercased() == "bearer" else { return .none }
-            return Self.constantTimeEqual(String(parts[1]).trimmingSpaces(), token) ? .token : .none
+            return Self.constantTimeEqual(parts[1].trimmingCharacters(in: .whitespaces), token) ? .token : .none
         }
         for cookie in request.headers[values: .cookie].flatMap({ $0.split(separator: ";") }) {
             let pair = cookie.trimmingCharacters(in: .whitespaces).split(separator: "=", maxSplits: 1)

@@ -17,14 +17,6 @@ package enum MetadataText {
 
     /// `text` normalised and cut to at most `maxBytes` UTF-8 bytes.
     package static func bounded(_ text: String, maxBytes: Int) -> String {
-        // Printable ASCII, single spaces between words and none at the ends, within the limit, is
-        // already all of the below makes it (most titles; a server names each file it sends by one).
-        if text.utf8.count <= maxBytes, text.utf8.first != 0x20, text.utf8.last != 0x20,
-            !zip(text.utf8, text.utf8.dropFirst()).contains(where: { $0 == 0x20 && $1 == 0x20 }),
-            text.utf8.allSatisfy({ (0x20...0x7E).contains($0) })
-        {
-            return text
-        }
         // The cost is bounded before it is paid: at most four times the limit is looked at.
         var scalars = String.UnicodeScalarView()
         var marks = 0
