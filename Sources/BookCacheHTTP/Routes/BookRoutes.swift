@@ -33,7 +33,7 @@ extension APIServer {
             APIResponse.json(APIBook(book: try await Self.book(context, in: manager)))
         }
         routes.delete("books/:id") { _, context -> Response in
-            let id = try BookID(parsing: context.parameters.get("id") ?? "")
+            let id = try Self.bookID(context)
             guard try await manager.delete(id) else { throw APIError.notFound(kind: "notCached", "\(id) is not cached") }
             service.bookRemoved(id.description)
             struct Deleted: Encodable { var deleted: String }
@@ -48,7 +48,7 @@ extension APIServer {
         }
         for (method, pinned) in [(HTTPRequest.Method.put, true), (.delete, false)] {
             routes.on("books/:id/pin", method: method) { _, context -> Response in
-                let id = try BookID(parsing: context.parameters.get("id") ?? "")
+                let id = try Self.bookID(context)
                 if pinned { try await manager.pin(id) } else { try await manager.unpin(id) }
                 return APIResponse.json(APIBook(book: try await Self.book(context, in: manager)))
             }
@@ -145,12 +145,18 @@ extension APIServer {
             body: headOnly ? ResponseBody() : ResponseBody(byteBuffer: image))
     }
 
+    /// The book id the route's `:id` names.
+    /// - Throws: ``BookCacheError`` (`invalidIdentifier`, answered 400) when it is not one.
+    static func bookID(_ context: ServiceRequestContext) throws(BookCacheError) -> BookID {
+        try BookID(parsing: context.parameters.get("id") ?? "")
+    }
+
     /// The cached book the route's `:id` names; 404 when it is not cached. `reading` records the
     /// access (as `bookcache path` does), in the same call to the index.
     static func book(_ context: ServiceRequestContext, in manager: BookCacheManager, reading: Bool = false) async throws
         -> CachedBookMetadata
     {
-        let id = try BookID(parsing: context.parameters.get("id") ?? "")
+        let id = try bookID(context)
         let found = reading ? try await manager.read(id) : try await manager.metadata(for: id)
         guard let book = found else { throw APIError.notFound(kind: "notCached", "\(id) is not cached") }
         return book
