@@ -71,13 +71,6 @@ public func withServerAndDirectory<T>(
     }
 }
 
-/// Runs `body` — calls that block, such as the index's — on a blocking-work thread, as the
-/// library does, and returns its result; the calling test task waits without holding a thread.
-/// Debug builds stop a blocking call made from a task on the cooperative pool.
-public func onBlockingThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-    try await BlockingWork.run { () throws -> T in try body() }
-}
-
 /// Runs `body` on the test's own thread although it blocks — SQL on the index from a test that
 /// plays another process holding its lock — which the library's check for blocking calls in
 /// tasks otherwise stops (debug builds). Only the calls in `body` are let through.

@@ -1,4 +1,5 @@
 import BookCacheTestSupport
+import DownloadQueue
 import Foundation
 import Logging
 import Testing
@@ -28,13 +29,13 @@ struct ShelfQueryTests {
     /// Every record in the index of the cache in `dir`.
     func all(_ dir: TemporaryDirectory) async throws -> [CachedBookMetadata] {
         let store = index(dir)
-        return try await onBlockingThread { try store.allRecords() }
+        return try await BlockingWork.run { () throws(BookCacheError) in try store.allRecords() }
     }
 
     /// Changes the index of the cache in `dir` in one transaction.
     func update(_ dir: TemporaryDirectory, _ change: @escaping @Sendable (IndexTransaction) -> Void) async throws {
         let store = index(dir)
-        try await onBlockingThread { try store.update { transaction in change(transaction) } }
+        try await BlockingWork.run { () throws(BookCacheError) in try store.update { transaction in change(transaction) } }
     }
 
     static func record(_ n: Int) throws -> CachedBookMetadata {
