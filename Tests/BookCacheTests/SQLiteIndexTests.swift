@@ -57,6 +57,25 @@ struct SQLiteIndexTests {
         }
     }
 
+    @Test("a sidecar written by hand has the fields the record's Codable form has, and reads back as the record")
+    func sidecarBytes() throws {
+        var full = try record(2)
+        full.pinned = true
+        full.outdated = true
+        full.lastModified = "Tue, 24 Nov 2026 02:00:00 GMT"
+        full.title = "A \"quoted\" title\twith a tab, \u{1} and a back\\slash"
+        var bare = try record(1)
+        (bare.authors, bare.warnings, bare.etag) = ([], [], nil)
+        for book in [full, bare] {
+            let written = Data(BookListJSON.sidecar(book))
+            let byHand = try #require(try JSONSerialization.jsonObject(with: written) as? NSDictionary)
+            let byEncoder = try #require(
+                try JSONSerialization.jsonObject(with: MetadataCoding.encoder(pretty: true).encode(book)) as? NSDictionary)
+            #expect(byHand == byEncoder)
+            #expect(try MetadataCoding.decoder().decode(CachedBookMetadata.self, from: written) == book)
+        }
+    }
+
     /// Drops the columns of the fields added after the first release, as an index made before them.
     func dropLaterColumns(_ index: SQLiteIndex) throws {
         for field in BookField.columns where field.addedLater {

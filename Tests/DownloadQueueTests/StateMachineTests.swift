@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 
 @testable import DownloadQueue
@@ -123,5 +124,30 @@ struct SlotStateTests {
         let released = slot.giveUp()
         #expect(!released)
         #expect(slot.hold(cancelled: false) == .cancelled)
+    }
+}
+
+/// A response's header lines as libcurl hands them over: bytes with their line end.
+@Suite("CurlTransfer header lines")
+struct CurlHeaderLineTests {
+    @Test("a header is split at its first colon and trimmed; a status line starts a new response's headers")
+    func headerLines() throws {
+        let transfer = CurlTransfer(
+            url: try #require(URL(string: "http://127.0.0.1:1/b.epub")), headers: [], credentials: nil,
+            configuration: CurlTransport.Configuration())
+        func receive(_ line: String) {
+            Array(line.utf8).withUnsafeBytes { transfer.received(headerLine: $0) }
+        }
+        receive("HTTP/1.1 302 Found\r\n")
+        receive("Location: http://127.0.0.1:1/elsewhere\r\n")
+        receive("HTTP/1.1 200 OK\r\n")
+        receive("Content-Type:\t application/epub+zip \r\n")
+        receive("Location:  http://127.0.0.1:2/x:y \r\n")
+        receive("X-Empty:\r\n")
+        receive("no colon here\r\n")
+        receive("\r\n")
+        let head = transfer.makeHead(status: 200, effectiveURL: nil)
+        #expect(head.headers.map(\.name) == ["Content-Type", "Location", "X-Empty"])
+        #expect(head.headers.map(\.value) == ["application/epub+zip", "http://127.0.0.1:2/x:y", ""])
     }
 }

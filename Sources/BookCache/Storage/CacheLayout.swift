@@ -29,17 +29,29 @@ import Foundation
 public struct CacheLayout: Sendable, Hashable {
     /// The cache root.
     public let root: URL
+    /// The folder for downloads in progress.
+    public let partialFolder: URL
+    /// The folders of the types of book, made once (each book's paths start with one).
+    private let typeFolders: [BookType: URL]
+    /// The root's path, which every path of a book starts with.
+    private let rootPath: String
 
     /// Creates a layout for a root directory.
     /// - Parameter root: The cache root; made absolute and standardized.
     public init(root: URL) {
-        self.root = root.standardizedFileURL
+        let root = root.standardizedFileURL
+        self.root = root
+        partialFolder = root.appending(path: "partial", directoryHint: .isDirectory)
+        typeFolders = Dictionary(
+            uniqueKeysWithValues: BookType.allCases.map { ($0, root.appending(path: $0.folderName, directoryHint: .isDirectory)) })
+        rootPath = root.path
     }
+
+    public static func == (lhs: Self, rhs: Self) -> Bool { lhs.root == rhs.root }
+    public func hash(into hasher: inout Hasher) { hasher.combine(root) }
 
     /// The index: an SQLite database (with its `-wal` and `-shm` files beside it).
     public var databaseFile: URL { root.appending(path: "index.sqlite", directoryHint: .notDirectory) }
-    /// The folder for downloads in progress.
-    public var partialFolder: URL { root.appending(path: "partial", directoryHint: .isDirectory) }
     /// The settings (`config.json`).
     var settingsFile: URL { root.appending(path: "config.json", directoryHint: .notDirectory) }
     /// The last successful sync of each source (`sync.json`).
@@ -70,7 +82,7 @@ public struct CacheLayout: Sendable, Hashable {
 
     /// The folder for a type of book.
     public func folder(for type: BookType) -> URL {
-        root.appending(path: type.folderName, directoryHint: .isDirectory)
+        typeFolders[type] ?? root.appending(path: type.folderName, directoryHint: .isDirectory)
     }
 
     /// The book's path relative to the root, such as `ebooks/123.epub`.
@@ -145,7 +157,7 @@ public struct CacheLayout: Sendable, Hashable {
     /// - Returns: The temporary file.
     func prepareSidecar(_ record: CachedBookMetadata) throws -> URL {
         let id = try record.bookID
-        let data = try MetadataCoding.encoder(pretty: true).encode(record)
+        let data = Data(BookListJSON.sidecar(record))
         return try FileSystem.writeTemporary(data, for: url(forRelativePath: relativeSidecarPath(for: id)), in: partialFolder)
     }
 
@@ -163,10 +175,15 @@ public struct CacheLayout: Sendable, Hashable {
         root.appending(path: path, directoryHint: .notDirectory)
     }
 
+    /// The absolute path of a path relative to the root (no URL made: a book's steps ask often).
+    func path(forRelativePath path: String) -> String {
+        rootPath.hasSuffix("/") ? rootPath + path : rootPath + "/" + path
+    }
+
     /// Whether `record`'s book is cached whole: its file is in place with the record's size. The
     /// one rule for "already cached?", before a download is queued and again once its lock is held.
     func holdsWhole(_ record: CachedBookMetadata) -> Bool {
-        FileSystem.fileSize(url(forRelativePath: record.localPath)) == record.fileSize
+        FileSystem.fileSize(atPath: path(forRelativePath: record.localPath)) == record.fileSize
     }
 
     /// The partial file of a download of `id`; stable, so a later process can resume it.

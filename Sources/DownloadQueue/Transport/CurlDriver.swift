@@ -216,7 +216,7 @@ private let curlWrite: bc_curl_data_callback = { data, size, count, user in
 private let curlHeader: bc_curl_data_callback = { data, size, count, user in
     guard let transfer = transferFrom(user), let data else { return 0 }
     let length = size * count
-    transfer.received(headerLine: String(decoding: UnsafeRawBufferPointer(start: data, count: length), as: UTF8.self))
+    transfer.received(headerLine: UnsafeRawBufferPointer(start: data, count: length))
     return length
 }
 

@@ -60,17 +60,29 @@ final class CurlTransfer: @unchecked Sendable {
 
     /// A header line of some response; a status line starts a new response (after a redirect
     /// or a `401` answered with a login), so only the last response's headers are kept.
-    func received(headerLine: String) {
-        let line = headerLine.trimmingCharacters(in: .whitespacesAndNewlines)
+    func received(headerLine line: UnsafeRawBufferPointer) {
+        // Bytes, not Foundation's trimming (3.6% of a batch of small books): a header costs its
+        // two strings and nothing more.
+        let isStatusLine = line.starts(with: "HTTP/".utf8)
+        let header = line.firstIndex(of: UInt8(ascii: ":")).map { colon in
+            (Self.trimmed(line[..<colon]), Self.trimmed(line[(colon + 1)...]))
+        }
         state.withLock { state in
-            if line.hasPrefix("HTTP/") {
+            if isStatusLine {
                 state.headers = []
-            } else if let colon = line.firstIndex(of: ":") {
-                let name = String(line[..<colon]).trimmingCharacters(in: .whitespaces)
-                let value = String(line[line.index(after: colon)...]).trimmingCharacters(in: .whitespaces)
-                state.headers.append((name, value))
+            } else if let header {
+                state.headers.append(header)
             }
         }
+    }
+
+    /// `bytes` without the spaces, tabs and line ends around them, as UTF-8 text.
+    static func trimmed(_ bytes: Slice<UnsafeRawBufferPointer>) -> String {
+        func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 || byte == 0x0D || byte == 0x0A }
+        guard let first = bytes.firstIndex(where: { !isSpace($0) }), let last = bytes.lastIndex(where: { !isSpace($0) }) else {
+            return ""
+        }
+        return String(decoding: bytes[first...last], as: UTF8.self)
     }
 
     /// Body bytes. Returns `false` when the transfer must pause (the bytes are then not taken:
@@ -120,7 +132,7 @@ final class CurlTransfer: @unchecked Sendable {
         }
     }
 
-    private func makeHead(status: Int, effectiveURL: URL?) -> Head {
+    func makeHead(status: Int, effectiveURL: URL?) -> Head {
         Head(status: status, headers: state.withLock { $0.headers }, url: effectiveURL ?? url)
     }
 
