@@ -98,7 +98,7 @@ struct BookCacheManagerTests {
             let result = try await manager.download(
                 request,
                 onProgress: { progress in
-                    if progress.fractionCompleted == 1 { seen.append(.progress(DownloadJobID.placeholder, progress)) }
+                    if progress.fractionCompleted == 1 { seen.append(.progress(request.id, progress)) }
                 })
             let file = try await manager.open(request.id)
             #expect(file == result.fileURL)
@@ -464,7 +464,7 @@ final class EventLog: Sendable {
     var kinds: [String] { storage.withLock { $0 } }
     /// The delay of each `retrying` event, in order.
     var retryDelays: [Duration] { delays.withLock { $0 } }
-    func append(_ event: DownloadEvent) {
+    func append(_ event: BookEvent) {
         let kind: String
         switch event {
         case .queued: kind = "queued"
@@ -473,7 +473,10 @@ final class EventLog: Sendable {
         case .retrying(_, _, let delay, _):
             kind = "retrying"
             delays.withLock { $0.append(delay) }
-        case .finished: kind = "finished"
+        case .validating: kind = "validating"
+        case .cached(_, let already): kind = already ? "already-cached" : "cached"
+        case .failed: kind = "failed"
+        case .evicted: kind = "evicted"
         }
         storage.withLock { $0.append(kind) }
     }

@@ -45,11 +45,13 @@ struct BookEventTests {
 
             // An HTML page where a book should be: validated, then failed with its kind
             let refused = manager.events()
+            let ownEvents = EventLog()
             await #expect(throws: BookCacheError.self) {
-                try await manager.download(try request(server, "corrupt/error-page.epub", id: "ebook-page"))
+                try await manager.download(try request(server, "corrupt/error-page.epub", id: "ebook-page")) { ownEvents.append($0) }
             }
             let after = await collect(refused) { if case .failed = $0 { true } else { false } }
             #expect(after.map(name).suffix(2) == ["validating", "failed"])
+            #expect(ownEvents.kinds.suffix(2) == ["validating", "failed"], "the caller's own onEvent hears the same")
             if case .failed(let id, let error) = after.last {
                 #expect(id.description == "ebook-page")
                 #expect(error.kind == .fileCorrupted)
@@ -58,9 +60,11 @@ struct BookEventTests {
 
             // Asked again, a cached book says so
             let again = manager.events()
-            _ = try await manager.download(try request(server, "alice.epub", id: "ebook-alice"))
+            let asked = EventLog()
+            _ = try await manager.download(try request(server, "alice.epub", id: "ebook-alice")) { asked.append($0) }
             let cachedAgain = await collect(again) { _ in true }
             #expect(cachedAgain.map(name) == ["already-cached"])
+            #expect(asked.kinds == ["already-cached"])
         }
     }
 
@@ -97,25 +101,20 @@ struct ErrorKindTests {
 
 @Suite("A caller that joins a download")
 struct JoinedDownloadTests {
-    @Test("sees the download's events through its own onEvent, to the end")
+    @Test("sees the download's whole life through its own onEvent, as the caller that started it does: progress, validating, cached")
     func joinerSeesEvents() async throws {
         try await withServerAndDirectory(directory: Fixtures.books) { server, dir in
             let manager = makeManager(dir)
             server.holdRequests(to: "/alice.epub")
-            let first = Task { try await manager.download(try request(server, "alice.epub", id: "ebook-alice")) }
+            let started = EventLog()
+            let first = Task {
+                try await manager.download(try request(server, "alice.epub", id: "ebook-alice")) { started.append($0) }
+            }
             // The first call's request is at the server (held): the download is in flight.
             await server.waitForRequests(count: 1)
-            let seen = Mutex<[String]>([])
+            let joined = EventLog()
             let second = Task {
-                try await manager.download(try request(server, "alice.epub", id: "ebook-alice")) { event in
-                    let name: String
-                    switch event {
-                    case .progress: name = "progress"
-                    case .finished: name = "finished"
-                    default: name = "other"
-                    }
-                    seen.withLock { $0.append(name) }
-                }
+                try await manager.download(try request(server, "alice.epub", id: "ebook-alice")) { joined.append($0) }
             }
             // Once the second call has joined, let the body go.
             let id = try BookID(parsing: "ebook-alice")
@@ -125,8 +124,12 @@ struct JoinedDownloadTests {
             let b = try await second.value
             #expect(a.metadata.checksum == b.metadata.checksum)
             #expect(server.requestCount(for: "/alice.epub") == 1, "one download for both")
-            let names = seen.withLock { $0 }
-            #expect(names.contains("progress") && names.last == "finished", "\(names)")
+            // Each caller hears how it ends, from the one place the download's events come from
+            // (before, both heard the queue's "finished" and never "validating" or "cached").
+            #expect(Array(started.kinds.prefix(2)) == ["queued", "started"], "\(started.kinds)")
+            for kinds in [started.kinds, joined.kinds] {
+                #expect(kinds.contains("progress") && Array(kinds.suffix(2)) == ["validating", "cached"], "\(kinds)")
+            }
         }
     }
 }

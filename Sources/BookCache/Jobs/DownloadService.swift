@@ -424,7 +424,7 @@ public actor DownloadService {
             metadata: ["job": "\(job.id)", "state": "\(job.state.rawValue)", "seconds": "\(Int(delay))", "error": "\(error.kind)"])
     }
 
-    private nonisolated func observe(_ event: DownloadEvent, job id: String) {
+    private nonisolated func observe(_ event: BookEvent, job id: String) {
         let send = live.withLock { live -> ServiceEvent? in
             guard var entry = live[id] else { return nil }
             var changedState = false

@@ -35,12 +35,12 @@ extension BookCacheManager {
     /// otherwise downloaded at high priority first.
     /// - Parameters:
     ///   - request: The book; its priority is raised to high.
-    ///   - onEvent: Download events, when it has to be downloaded.
+    ///   - onEvent: The download's events (``BookEvent``), when it has to be downloaded.
     /// - Returns: The local file.
     /// - Throws: ``BookCacheError`` of kind ``BookCacheError/Kind/offline`` when the book is not
     ///   cached and the server cannot be reached; otherwise as ``download(_:onEvent:)``.
     public func open(
-        _ request: BookDownloadRequest, onEvent: @escaping @Sendable (DownloadEvent) -> Void = { _ in }
+        _ request: BookDownloadRequest, onEvent: @escaping @Sendable (BookEvent) -> Void = { _ in }
     ) async throws(BookCacheError) -> URL {
         if let url = try cachedFile(for: request.id) { return url }
         var urgent = request
@@ -134,11 +134,11 @@ extension BookCacheManager {
     /// - Parameters:
     ///   - ids: The books; every book when empty.
     ///   - outdatedOnly: Only books a ``check(_:)`` found outdated.
-    ///   - onEvent: Download events, with the book they belong to.
+    ///   - onEvent: Each download's events (``BookEvent``), with the book it was asked for.
     /// - Returns: One result per book, in id order.
     public func refresh(
         _ ids: [BookID] = [], outdatedOnly: Bool = false,
-        onEvent: @escaping @Sendable (BookID, DownloadEvent) -> Void = { _, _ in }
+        onEvent: @escaping @Sendable (BookID, BookEvent) -> Void = { _, _ in }
     ) async throws(BookCacheError) -> [(id: BookID, result: Result<BookDownloadResult, BookCacheError>)] {
         var books =
             try ids.isEmpty

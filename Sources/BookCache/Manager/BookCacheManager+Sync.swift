@@ -35,7 +35,7 @@ extension BookCacheManager {
     ///     sent with its pages and its own books, never to another host.
     ///   - minInterval: Seconds that must pass between successful syncs of this source.
     ///   - force: Sync even within `minInterval`.
-    ///   - onEvent: Download events, with the book they belong to.
+    ///   - onEvent: Each download's events (``BookEvent``), with the book it was asked for.
     /// - Returns: What was synced, already cached, skipped, failed and removed.
     /// - Throws: ``BookCacheError`` when the source cannot be read or parsed at all, or is a
     ///   navigation feed whose section cannot be chosen (the message lists the sections).
@@ -49,7 +49,7 @@ extension BookCacheManager {
         headers: [HTTPHeader] = [],
         minInterval: TimeInterval? = nil,
         force: Bool = false,
-        onEvent: @escaping @Sendable (BookID, DownloadEvent) -> Void = { _, _ in }
+        onEvent: @escaping @Sendable (BookID, BookEvent) -> Void = { _, _ in }
     ) async throws(BookCacheError) -> SyncReport {
         let state = SyncStateStore(layout: layout)
         let last = try state.read().sources[source.key]?.lastSuccess

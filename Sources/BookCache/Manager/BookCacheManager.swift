@@ -64,7 +64,7 @@ public actor BookCacheManager {
         let progress: ProgressBox
         let url: URL
         /// The download's events, for callers that join it.
-        let listeners: Broadcast<DownloadEvent>
+        let listeners: Broadcast<BookEvent>
         /// How many callers joined it.
         var joined = 0
     }
@@ -326,8 +326,11 @@ public actor BookCacheManager {
         }
     }
 
-    /// Downloads a book into the cache, reporting every queue event: queued, started (with the
-    /// attempt number), progress, retrying (with the delay and reason), finished.
+    /// Downloads a book into the cache, reporting each of its events (``BookEvent``): queued,
+    /// started (with the attempt number), progress, retrying (with the delay and the attempt's
+    /// error), validating, then cached (with the record) or failed (with the error) — the same
+    /// events ``events()`` carries for this book, to the caller that started the download and to
+    /// every caller that joined it.
     ///
     /// Failed attempts are retried by the configuration's `RetryPolicy`, resuming the partial
     /// file with `Range`/`If-Range`. A partial file left by a failed or cancelled download (or a
@@ -340,12 +343,12 @@ public actor BookCacheManager {
     ///
     /// - Parameters:
     ///   - request: What to download.
-    ///   - onEvent: Called with each event of the download (for the call that started it).
+    ///   - onEvent: Called with each event of the download, from when the call starts or joins it.
     /// - Returns: The record and file, and whether it was already cached.
     /// - Throws: ``BookCacheError`` as ``download(_:onProgress:)``.
     public func download(
         _ request: BookDownloadRequest,
-        onEvent: @escaping @Sendable (DownloadEvent) -> Void = { _ in }
+        onEvent: @escaping @Sendable (BookEvent) -> Void = { _ in }
     ) async throws(BookCacheError) -> BookDownloadResult {
         var request = request
         // The book's record, read once (the index's lock is shared with the publishing of other
@@ -393,24 +396,20 @@ public actor BookCacheManager {
                 try updateRecord(id) { $0.syncSources.append(source) }
                 record.syncSources.append(source)
             }
-            bookEvents.yield(.cached(record, alreadyCached: true))
+            let cached = BookEvent.cached(record, alreadyCached: true)
+            bookEvents.yield(cached)
+            onEvent(cached)
             return BookDownloadResult(metadata: record, fileURL: layout.url(forRelativePath: record.localPath), wasAlreadyCached: true)
         }
         try prepareDirectories()
-        let progress = ProgressBox()
-        let listeners = Broadcast<DownloadEvent>()
+        let feed = DownloadFeed(everyone: bookEvents, joined: Broadcast(), progress: ProgressBox(), starter: onEvent)
         let context = DownloadContext(
             layout: layout, store: store, queue: queue, configuration: configuration, evictor: evictionRunner, usage: usageTracker,
-            events: bookEvents, publisher: publisher, awaitingPublish: awaitingPublish, logger: logger)
+            feed: feed, publisher: publisher, awaitingPublish: awaitingPublish, logger: logger)
         let asked = request
-        let task = Task {
-            try await context.run(asked) { event in
-                if case .progress(_, let value) = event { progress.value = value }
-                onEvent(event)
-                listeners.yield(event)
-            }
-        }
-        inFlight[id] = InFlight(task: task, progress: progress, url: request.url, listeners: listeners)
+        let task = Task { try await context.run(asked) }
+        let listeners = feed.joined
+        inFlight[id] = InFlight(task: task, progress: feed.progress, url: request.url, listeners: listeners)
         defer {
             inFlight[id] = nil
             listeners.finish()

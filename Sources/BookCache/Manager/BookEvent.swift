@@ -5,8 +5,9 @@ import Foundation
 /// eviction: one event model for the whole life of a download — queued, started, progress,
 /// validating, then cached (with the record) or failed (with the typed error) — plus evicted.
 ///
-/// ``BookCacheManager/events()`` delivers them to any number of listeners, including callers
-/// that joined a download another caller started. A `@MainActor` view model consumes them with
+/// ``BookCacheManager/events()`` delivers them to any number of listeners; a download's own events
+/// also go to the `onEvent` of the caller that started it and of every caller that joined it
+/// (``BookCacheManager/download(_:onEvent:)``). A `@MainActor` view model consumes them with
 /// `for await`:
 ///
 /// ```swift
@@ -31,8 +32,9 @@ public enum BookEvent: Sendable {
     case started(BookID, attempt: Int)
     /// Bytes arrived (resumed bytes included).
     case progress(BookID, DownloadProgress)
-    /// An attempt failed and another follows after `delay`.
-    case retrying(BookID, attempt: Int, delay: Duration, reason: String)
+    /// An attempt failed and another follows after `delay`; `reason` is the attempt's error, with
+    /// its kind (`DownloadError.Kind.connectionFailed` when the server could not be reached).
+    case retrying(BookID, attempt: Int, delay: Duration, reason: DownloadError)
     /// The whole file arrived and is being checked (archive, package document, PDF structure, checksum).
     case validating(BookID)
     /// The book is in the cache: the record as stored; `alreadyCached` when nothing was downloaded.
@@ -61,8 +63,35 @@ public enum BookEvent: Sendable {
         case .started(_, let attempt): self = .started(id, attempt: attempt)
         case .progress(_, let progress): self = .progress(id, progress)
         case .retrying(_, let attempt, let delay, let reason):
-            self = .retrying(id, attempt: attempt, delay: delay, reason: reason.description)
+            self = .retrying(id, attempt: attempt, delay: delay, reason: reason)
         case .finished: return nil
         }
+    }
+}
+
+/// Where one download's events go: the one place they are sent from. Each ``BookEvent`` of the
+/// download — the queue's (queued, started, progress, retrying) as they happen, then validating,
+/// cached or failed as ``DownloadContext`` performs the steps ``DownloadMachine`` gives — reaches
+/// the manager's stream (``BookCacheManager/events()``), the caller that started the download, the
+/// callers that joined it, and the download's latest progress (``BookCacheManager/status(of:)``).
+struct DownloadFeed: Sendable {
+    /// Every download's and eviction's events (``BookCacheManager/events()``).
+    let everyone: Broadcast<BookEvent>
+    /// Callers that joined the download.
+    let joined: Broadcast<BookEvent>
+    let progress: ProgressBox
+    /// The caller that started the download.
+    let starter: @Sendable (BookEvent) -> Void
+
+    func send(_ event: BookEvent) {
+        if case .progress(_, let value) = event { progress.value = value }
+        everyone.yield(event)
+        starter(event)
+        joined.yield(event)
+    }
+
+    /// Sends the queue's event of the download as the book's, if it has one.
+    func send(_ event: DownloadEvent, of id: BookID) {
+        if let bookEvent = BookEvent(event, id: id) { send(bookEvent) }
     }
 }

@@ -18,15 +18,13 @@ struct DownloadContext: Sendable {
     let configuration: BookCacheConfiguration
     let evictor: Evictor
     let usage: UsageTracker
-    let events: Broadcast<BookEvent>
+    /// Where the download's events go; every one is sent through it.
+    let feed: DownloadFeed
     let publisher: GroupPublisher
     let awaitingPublish: Places
     let logger: Logger
 
-    func run(
-        _ request: BookDownloadRequest,
-        onEvent: @escaping @Sendable (DownloadEvent) -> Void
-    ) async throws(BookCacheError) -> BookDownloadResult {
+    func run(_ request: BookDownloadRequest) async throws(BookCacheError) -> BookDownloadResult {
         let id = request.id
         usage.begin(id)
         defer { usage.end(id) }
@@ -34,23 +32,19 @@ struct DownloadContext: Sendable {
         // Books evicted for free space before the body is written; told to the caller whether
         // the download then succeeds or fails.
         var evictedForSpace: [EvictedBook] = []
-        let events = self.events
-        let report: @Sendable (DownloadEvent) -> Void = { event in
-            if let bookEvent = BookEvent(event, id: id) { events.yield(bookEvent) }
-            onEvent(event)
-        }
+        let feed = self.feed
         do throws(BookCacheError) {
-            var result = try await queue.withSlot(for: job(for: request, to: partial), onEvent: report) { slot throws(BookCacheError) in
+            var result = try await queue.withSlot(for: job(for: request, to: partial), onEvent: { feed.send($0, of: id) }) {
+                slot throws(BookCacheError) in
                 try await steps(of: request, with: slot, into: partial) { evictedForSpace += $0 }
             }
             result.evicted = evictedForSpace + result.evicted
-            events.yield(.cached(result.metadata, alreadyCached: result.wasAlreadyCached))
             return result
         } catch {
             var failure = error
             failure.evicted = evictedForSpace
             failure.displayLocale = configuration.locale
-            events.yield(.failed(id, failure))
+            feed.send(.failed(id, failure))
             throw failure
         }
     }
@@ -100,6 +94,7 @@ struct DownloadContext: Sendable {
                     action = machine.next(.found(cached: record != nil))
                 case .returnCached:
                     let record = try Self.carried(found, id: id, machine)
+                    feed.send(.cached(record, alreadyCached: true))
                     return BookDownloadResult(
                         metadata: record, fileURL: layout.url(forRelativePath: record.localPath), wasAlreadyCached: true)
                 case .open:
@@ -129,7 +124,7 @@ struct DownloadContext: Sendable {
                     await awaitingPublish.take()
                     holdsPlace = true
                     await slot.release()
-                    events.yield(.validating(id))
+                    feed.send(.validating(id))
                     action = machine.next(.placeTaken)
                 case .validate:
                     let arrived = try Self.carried(file, id: id, machine)
@@ -155,7 +150,9 @@ struct DownloadContext: Sendable {
                     published = try await publish(ready, from: partial, resumedFrom: file?.resumedFrom ?? 0)
                     action = machine.next(.published)
                 case .returnPublished:
-                    return try Self.carried(published, id: id, machine)
+                    let result = try Self.carried(published, id: id, machine)
+                    feed.send(.cached(result.metadata, alreadyCached: false))
+                    return result
                 case .fail:
                     // Thrown before the switch; never reached.
                     action = machine.next(.failed)

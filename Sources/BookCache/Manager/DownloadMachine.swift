@@ -13,6 +13,11 @@
 /// validating ─refused, after a resume, once─▶ opening (from byte 0; the place is given back)
 /// any phase ─failed─▶ failed
 /// ```
+///
+/// The book's events follow the same steps, each sent once through the download's
+/// ``DownloadFeed``: `validating` when a place is taken, `cached` when the book is returned (found
+/// or published), `failed` when the download gives up; the queue's events (queued, started,
+/// progress, retrying) as the queue reports them.
 struct DownloadMachine: Equatable {
     /// Where the download stands.
     enum Phase: Equatable {

@@ -54,7 +54,7 @@ final class BatchReporter: Sendable {
 
     // MARK: Events
 
-    func handle(_ event: DownloadEvent, id: BookID) {
+    func handle(_ event: BookEvent, id: BookID) {
         guard mode == .live else { return }
         let key = id.description
         state.withLock { state in
