@@ -44,6 +44,13 @@ struct DownloadMachineTests {
         #expect(Array(phases.suffix(5)) == [.opening, .head, .receiving, .opening, .head])
     }
 
+    @Test("an attempt that fails before its head is retried through the machine: it opens again, then makes room for the head it gets")
+    func openRetried() {
+        let (actions, phases, _) = run(Array(Self.toReceiving.prefix(3)) + [.transferRetrying, .transferRetrying, .opened])
+        #expect(Array(actions.suffix(3)) == [.open, .open, .makeRoom])
+        #expect(Array(phases.suffix(3)) == [.opening, .opening, .head])
+    }
+
     @Test("a resumed file that is refused is fetched once more from the start; refused again, the download fails")
     func refusedAfterResume() {
         let arrived: [Outcome] = [.bodyArrived, .placeTaken]

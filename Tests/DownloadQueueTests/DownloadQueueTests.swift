@@ -68,7 +68,7 @@ struct DownloadQueueTests {
             request.resume = false
             let error = await #expect(throws: NoRoom.self) {
                 try await queue.withSlot(for: request) { slot in
-                    let opened = try await slot.open()
+                    guard case .head(let opened) = try await slot.open() else { throw NoRoom() }
                     #expect(opened.head.expectedLength == Int64(body.count))
                     opened.cancel()
                     throw NoRoom()

@@ -103,8 +103,13 @@ struct DownloadContext: Sendable {
                         awaitingPublish.give()
                         holdsPlace = false
                     }
-                    opened = try await translated(request) { () throws(DownloadError) in try await slot.open() }
-                    action = machine.next(.opened)
+                    switch try await translated(request, { () throws(DownloadError) in try await slot.open() }) {
+                    case .head(let response):
+                        opened = response
+                        action = machine.next(.opened)
+                    case .retrying:
+                        action = machine.next(.transferRetrying)
+                    }
                 case .makeRoom:
                     try await makeRoom(for: try Self.carried(opened, id: id, machine), of: request, limits: limits, evicted: evicted)
                     action = machine.next(.roomMade)

@@ -8,7 +8,7 @@
 /// waiting ─admitted─▶ admitted ─locked─▶ locked ─found(cached)─▶ cached (as it was)
 ///                                           └─found(nothing)─▶ opening
 /// opening ─opened─▶ head ─roomMade─▶ receiving ─bodyArrived─▶ received ─placeTaken─▶ validating
-/// receiving ─transferRetrying─▶ opening        (the new response's room is checked again)
+/// opening, receiving ─transferRetrying─▶ opening   (every attempt; a new response's room is checked again)
 /// validating ─validated─▶ publishing ─published─▶ cached
 /// validating ─refused, after a resume, once─▶ opening (from byte 0; the place is given back)
 /// any phase ─failed─▶ failed
@@ -54,8 +54,8 @@ struct DownloadMachine: Equatable {
         case opened
         case roomMade
         case bodyArrived
-        /// The transfer failed and the queue's policy retries it: the slot was given up for the
-        /// delay, and the request goes again.
+        /// The attempt failed (before its head, or in its body) and the queue's policy retries it:
+        /// the slot was given up for the delay, and the request goes again.
         case transferRetrying
         case placeTaken
         case validated
@@ -105,6 +105,7 @@ struct DownloadMachine: Equatable {
         case (.admitted, .locked): return move(to: .locked, .readIndex)
         case (.locked, .found(let cached)): return cached ? move(to: .cached, .returnCached) : move(to: .opening, .open)
         case (.opening, .opened): return move(to: .head, .makeRoom)
+        case (.opening, .transferRetrying): return move(to: .opening, .open)
         case (.head, .roomMade): return move(to: .receiving, .receive)
         case (.receiving, .transferRetrying): return move(to: .opening, .open)
         case (.receiving, .bodyArrived): return move(to: .received, .takePlace)

@@ -140,14 +140,14 @@ public actor DownloadQueue {
     /// values, top to bottom: take a lock, find the file already there (and return without a
     /// request), read the response head with ``DownloadSlot/open()`` and decide whether there
     /// is room, then ``DownloadSlot/receive(_:)``. The slot is held for the first attempt;
-    /// between retries it is given up so other jobs go on. A transfer that is retried comes back
-    /// to the caller (``DownloadSlot/Received/retrying``), which opens it again and decides on the
-    /// new head as on the first.
+    /// between retries it is given up so other jobs go on. An attempt that is retried comes back
+    /// to the caller (``DownloadSlot/Opened/retrying``, ``DownloadSlot/Received/retrying``), which
+    /// opens it again and decides on the new head as on the first.
     ///
     /// ```swift
     /// let file = try await queue.withSlot(for: request) { slot in
     ///     while true {
-    ///         let opened = try await slot.open()
+    ///         guard case .head(let opened) = try await slot.open() else { continue }
     ///         guard opened.head.expectedLength ?? 0 < room else { opened.cancel(); throw NoRoom() }
     ///         if case .file(let file) = try await slot.receive(opened) { return file }
     ///     }

@@ -5,10 +5,11 @@ import Synchronization
 ///
 /// One download through a slot reads top to bottom: ``open()`` sends the request and returns
 /// the response head as a value; the caller decides on it; ``receive(_:)`` streams the body
-/// into the file. A failed attempt is retried by the queue's policy inside whichever of the two
-/// failed — the slot is given up while the retry waits, and the partial file is resumed — and
-/// each step either returns its value or throws the final ``DownloadError``. Use a slot from
-/// the task that was given it, one call at a time.
+/// into the file. When either step fails and the queue's policy retries it, the step waits out
+/// the delay with the slot given up and returns `retrying`: the caller opens again (the partial
+/// file is resumed) and decides on the new head as on the first, so every attempt goes through
+/// the caller's decisions. Otherwise each step returns its value or throws the final
+/// ``DownloadError``. Use a slot from the task that was given it, one call at a time.
 package final class DownloadSlot: Sendable {
     /// The job's id, as in its events.
     public let id: DownloadJobID
@@ -51,27 +52,36 @@ package final class DownloadSlot: Sendable {
     /// Attempts made so far.
     public var attempts: Int { withState { $0.retries.attempts } }
 
+    /// What ``open()`` ended with.
+    public enum Opened: Sendable {
+        /// The open response: its ``OpenedDownload/head`` to decide on, then pass it to
+        /// ``receive(_:)``, or call ``OpenedDownload/cancel()``.
+        case head(OpenedDownload)
+        /// The attempt failed and the policy retries it: the delay has been waited out with the
+        /// slot given up. Call ``open()`` again.
+        case retrying
+    }
+
     /// Sends the request — resuming a partial file with `Range`/`If-Range` — and returns once
-    /// the response head has arrived, before any byte is written. Failed attempts are retried
-    /// as the policy says.
-    /// - Returns: The open response: its ``OpenedDownload/head`` to decide on, then pass it to
-    ///   ``receive(_:)``, or call ``OpenedDownload/cancel()``.
+    /// the response head has arrived, before any byte is written.
+    /// - Returns: The open response, or ``Opened/retrying`` when the attempt failed and the
+    ///   policy tries again.
     /// - Throws: ``DownloadError`` once no retry is left, or ``DownloadError/Kind/cancelled``.
-    public func open() async throws(DownloadError) -> OpenedDownload {
-        while true {
-            try await holdSlot()
-            let attempt = withState { state in
-                state.retries.attemptStarted()
-                return state.retries.attempts
-            }
-            emit(.started(id, attempt: attempt))
-            do {
-                return try await downloader.open(
+    public func open() async throws(DownloadError) -> Opened {
+        try await holdSlot()
+        let attempt = withState { state in
+            state.retries.attemptStarted()
+            return state.retries.attempts
+        }
+        emit(.started(id, attempt: attempt))
+        do {
+            return .head(
+                try await downloader.open(
                     from: request.url, to: request.destination, maxBytes: request.maxBytes, resume: request.resume,
-                    credentials: request.credentials, headers: request.headers)
-            } catch {
-                try await failed(error)
-            }
+                    credentials: request.credentials, headers: request.headers))
+        } catch {
+            try await failed(error)
+            return .retrying
         }
     }
 
@@ -106,7 +116,8 @@ package final class DownloadSlot: Sendable {
     /// ``open()`` then ``receive(_:)``, again while the transfer is retried.
     public func download() async throws(DownloadError) -> DownloadedFile {
         while true {
-            if case .file(let file) = try await receive(try await open()) { return file }
+            guard case .head(let opened) = try await open() else { continue }
+            if case .file(let file) = try await receive(opened) { return file }
         }
     }
 
