@@ -175,15 +175,7 @@ struct DownloadCommand: AsyncParsableCommand {
         if let manifest {
             let parsed = try readManifest(manifest)
             warnings += parsed.warnings.map(\.description)
-            var lines: [(Int, BatchItem)] = parsed.problems.map { ($0.line, .invalid($0)) }
-            for entry in parsed.entries {
-                do {
-                    lines.append((entry.line, .request(try entry.request(defaultType: type), source: "line \(entry.line)")))
-                } catch {
-                    lines.append((entry.line, .invalid(error)))
-                }
-            }
-            items += lines.sorted { $0.0 < $1.0 }.map(\.1)
+            items += Self.inLineOrder(parsed.entries, parsed.problems)
         }
         items = deduplicated(items, warnings: &warnings)
 
@@ -198,8 +190,17 @@ struct DownloadCommand: AsyncParsableCommand {
         let manager = try global.makeManager(
             concurrency: concurrency, retries: retries, reserve: try reserveSize, maxSize: limits.maxSize, keep: limits.keep,
             evictForSpace: !noEvict, connection: connection, strict: validation.strict)
-        let headers = try login.parsedHeaders
-        items = items.map { item in
+        let (headers, login, pin, type) = (try login.parsedHeaders, self.login, self.pin, self.type)
+        // Each book's request as it starts: a manifest line made one, with the command line's options.
+        let prepare: @Sendable (BatchItem) -> BatchItem = { item in
+            var item = item
+            if case .line(let entry) = item {
+                do throws(ManifestProblem) {
+                    item = .request(try entry.request(defaultType: type), source: "line \(entry.line)")
+                } catch {
+                    return .invalid(error)
+                }
+            }
             guard case .request(var request, let source) = item else { return item }
             if pin { request.pin = true }
             // --header and --user go to every book's own host; a manifest line's headers add to them.
@@ -221,7 +222,7 @@ struct DownloadCommand: AsyncParsableCommand {
                         running -= 1
                     }
                     group.addTask {
-                        reporter.finished(await Self.perform(item, manager: manager, reporter: reporter))
+                        reporter.finished(await Self.perform(prepare(item), manager: manager, reporter: reporter))
                     }
                     running += 1
                 }
@@ -251,6 +252,10 @@ struct DownloadCommand: AsyncParsableCommand {
         switch item {
         case .invalid(let problem):
             return BatchOutcome(id: nil, status: .failed, path: nil, failure: .invalidLine(problem.description), attempts: 0, bytes: 0)
+        case .line(let entry):
+            // Made a request before it is performed; never reached.
+            return BatchOutcome(
+                id: nil, status: .failed, path: nil, failure: .invalidLine("line \(entry.line): not prepared"), attempts: 0, bytes: 0)
         case .request(let request, _):
             let attempts = AttemptCounter()
             do {
@@ -297,24 +302,70 @@ struct DownloadCommand: AsyncParsableCommand {
         }
     }
 
+    /// A manifest's usable lines and its problems, merged in line order (each list is in order).
+    private static func inLineOrder(_ entries: [ManifestEntry], _ problems: [ManifestProblem]) -> [BatchItem] {
+        var items: [BatchItem] = []
+        items.reserveCapacity(entries.count + problems.count)
+        var problem = problems.makeIterator()
+        var nextProblem = problem.next()
+        for entry in entries {
+            while let early = nextProblem, early.line < entry.line {
+                items.append(.invalid(early))
+                nextProblem = problem.next()
+            }
+            items.append(.line(entry))
+        }
+        while let late = nextProblem {
+            items.append(.invalid(late))
+            nextProblem = problem.next()
+        }
+        return items
+    }
+
     /// Keeps the first item of each id; later ones are reported and dropped, so each book is
-    /// fetched once and counted once.
+    /// fetched once and counted once. A manifest line that cannot be made a request becomes its
+    /// problem here, so it is reported at once; a usable one stays a line until it starts.
     private func deduplicated(_ items: [BatchItem], warnings: inout [String]) -> [BatchItem] {
-        var seen: [BookID: String] = [:]
+        var seen: [BookID: Source] = [:]
         var kept: [BatchItem] = []
+        kept.reserveCapacity(items.count)
         for item in items {
-            guard case .request(let request, let source) = item else {
+            let id: BookID
+            let source: Source
+            switch item {
+            case .invalid:
                 kept.append(item)
                 continue
+            case .request(let request, let argument):
+                (id, source) = (request.id, .argument(argument))
+            case .line(let entry):
+                do throws(ManifestProblem) {
+                    (id, source) = (try entry.request(defaultType: type).id, .line(entry.line))
+                } catch {
+                    kept.append(.invalid(error))
+                    continue
+                }
             }
-            if let first = seen[request.id] {
-                warnings.append("\(source): \(request.id) is also named by \(first); it is fetched once")
+            if let first = seen[id] {
+                warnings.append("\(source): \(id) is also named by \(first); it is fetched once")
                 continue
             }
-            seen[request.id] = source
+            seen[id] = source
             kept.append(item)
         }
         return kept
+    }
+
+    /// Where an item came from, as a warning names it.
+    private enum Source: CustomStringConvertible {
+        case argument(String)
+        case line(Int)
+        var description: String {
+            switch self {
+            case .argument(let text): text
+            case .line(let number): "line \(number)"
+            }
+        }
     }
 }
 

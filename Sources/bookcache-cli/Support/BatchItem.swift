@@ -1,10 +1,12 @@
 import BookCache
 import Foundation
 
-/// One thing a `download` run was asked for: a valid request, or a manifest line that could not
-/// be used (which counts as failed).
+/// One thing a `download` run was asked for: a valid request, a manifest line (made a request
+/// when it starts, so a long manifest waits in memory as its parsed lines, not as requests), or
+/// a manifest line that could not be used (which counts as failed).
 enum BatchItem {
     case request(BookDownloadRequest, source: String)
+    case line(ManifestEntry)
     case invalid(ManifestProblem)
 }
 
