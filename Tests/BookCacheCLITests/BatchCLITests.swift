@@ -63,6 +63,38 @@ struct BatchCLITests {
         }
     }
 
+    @Test(
+        "a manifest through a named pipe (as --from <(…) gives one) is read twice from a copy: an id named again is warned of before the start and fetched once, a bad line fails in its place"
+    )
+    func manifestThroughAPipe() async throws {
+        try await serving { server, cache, dir in
+            let fifo = dir.path("manifest.fifo").path
+            #expect(mkfifo(fifo, 0o600) == 0)
+            let manifest = """
+                {"url": "\(server.baseURL)/alice.epub", "id": "alice"}
+                {"url": 42}
+                {"url": "\(server.baseURL)/pride.epub", "id": "alice"}
+                \(server.baseURL)/pride.epub
+
+                """
+            // The writer's open waits for the reader, as a shell's process substitution does.
+            DispatchQueue.global().async {
+                guard let handle = FileHandle(forWritingAtPath: fifo) else { return }
+                handle.write(Data(manifest.utf8))
+                try? handle.close()
+            }
+            let result = try await bookcache(["download", "--from", fifo, "--json", "--cache-dir", cache, "--retries", "0"])
+            #expect(result.status == 64, "the bad line is a usage error: \(result.stderr)")
+            #expect(result.stderr.contains("line 3: ebook-alice is also named by line 1; it is fetched once"), "\(result.stderr)")
+            let objects = try result.stdout.split(separator: "\n").map {
+                try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] ?? [:]
+            }
+            #expect(objects.last?["total"] as? Int == 3, "alice, the bad line and pride; the duplicate is not an item")
+            #expect(objects.filter { $0["status"] as? String == "cached" }.count == 2)
+            #expect(server.requestCount(for: "/alice.epub") == 1 && server.requestCount(for: "/pride.epub") == 1)
+        }
+    }
+
     @Test("a manifest on stdin, with --json: one object per book and a summary")
     func jsonFromStdin() async throws {
         try await serving { server, cache, _ in

@@ -40,6 +40,23 @@ package struct ManifestParser: Sendable {
         public var problems: [ManifestProblem] = []
         /// Lines that were used but had something to say (unknown keys).
         public var warnings: [ManifestProblem] = []
+
+        mutating func add(_ line: Line) {
+            switch line {
+            case .entry(let entry, let warning):
+                entries.append(entry)
+                if let warning { warnings.append(warning) }
+            case .problem(let problem):
+                problems.append(problem)
+            }
+        }
+    }
+
+    /// What one line of a manifest is: a usable entry (with a warning when it has unknown keys) or
+    /// a problem. Blank lines and comments are nothing.
+    public enum Line: Sendable {
+        case entry(ManifestEntry, warning: ManifestProblem?)
+        case problem(ManifestProblem)
     }
 
     /// Parses a whole manifest held in memory.
@@ -51,9 +68,9 @@ package struct ManifestParser: Sendable {
             number += 1
             let end = data[start...].firstIndex(of: 0x0A) ?? data.endIndex
             if end - start > maxLineBytes {
-                result.problems.append(ManifestProblem(line: number, message: "the line is longer than \(maxLineBytes) bytes"))
-            } else {
-                parseLine(Array(data[start..<end]), number: number, into: &result)
+                result.add(.problem(overlong(number)))
+            } else if let line = parseLine(Array(data[start..<end]), number: number) {
+                result.add(line)
             }
             start = end == data.endIndex ? end : end + 1
         }
@@ -66,89 +83,53 @@ package struct ManifestParser: Sendable {
     /// - Throws: ``ManifestReadError`` when reading fails.
     public func parse(fileDescriptor fd: Int32) throws(ManifestReadError) -> Result {
         var result = Result()
-        var number = 1
-        var line: [UInt8] = []
-        var overlong = false
-        let chunkSize = 64 * 1024
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunkSize, alignment: 1)
-        defer { buffer.deallocate() }
-        while true {
-            let count = read(fd, buffer.baseAddress, chunkSize)
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw ManifestReadError(message: String(cString: strerror(errno)))
-            }
-            if count == 0 { break }
-            for byte in buffer[0..<count] {
-                if byte == 0x0A {
-                    finish(&line, overlong: overlong, number: number, into: &result)
-                    number += 1
-                    overlong = false
-                } else if line.count >= maxLineBytes {
-                    overlong = true
-                } else {
-                    line.append(byte)
-                }
-            }
-        }
-        if !line.isEmpty || overlong { finish(&line, overlong: overlong, number: number, into: &result) }
+        let reader = ManifestReader(fileDescriptor: fd, parser: self)
+        while let line = try reader.next() { result.add(line) }
         return result
     }
 
-    private func finish(_ line: inout [UInt8], overlong: Bool, number: Int, into result: inout Result) {
-        if overlong {
-            result.problems.append(ManifestProblem(line: number, message: "the line is longer than \(maxLineBytes) bytes"))
-        } else {
-            parseLine(line, number: number, into: &result)
-        }
-        line.removeAll(keepingCapacity: true)
+    func overlong(_ number: Int) -> ManifestProblem {
+        ManifestProblem(line: number, message: "the line is longer than \(maxLineBytes) bytes")
     }
 
-    /// Parses one line (without its newline) into the result.
-    func parseLine(_ bytes: [UInt8], number: Int, into result: inout Result) {
+    /// Parses one line (without its newline); `nil` for a blank line or a comment.
+    func parseLine(_ bytes: [UInt8], number: Int) -> Line? {
         guard let text = String(validating: bytes, as: UTF8.self) else {
-            result.problems.append(ManifestProblem(line: number, message: "the line is not valid UTF-8"))
-            return
+            return .problem(ManifestProblem(line: number, message: "the line is not valid UTF-8"))
         }
         let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
-        if trimmed.isEmpty || trimmed.hasPrefix("#") { return }
+        if trimmed.isEmpty || trimmed.hasPrefix("#") { return nil }
         if !trimmed.hasPrefix("{") {
             let looksLikeURL =
                 trimmed.first?.isLetter == true && trimmed.contains("://")
                 && !trimmed.contains(where: { $0 == " " || $0 == "\t" })
-            if !looksLikeURL {
-                result.problems.append(
-                    ManifestProblem(line: number, message: "expected a JSON object or a URL, got '\(trimmed.debugEscaped)'"))
-            } else {
-                result.entries.append(ManifestEntry(line: number, url: trimmed))
+            guard looksLikeURL else {
+                return .problem(ManifestProblem(line: number, message: "expected a JSON object or a URL, got '\(trimmed.debugEscaped)'"))
             }
-            return
+            return .entry(ManifestEntry(line: number, url: trimmed), warning: nil)
         }
         let object: [String: Any]
         do {
             guard let parsed = try JSONSerialization.jsonObject(with: Data(trimmed.utf8)) as? [String: Any] else {
-                result.problems.append(ManifestProblem(line: number, message: "expected a JSON object"))
-                return
+                return .problem(ManifestProblem(line: number, message: "expected a JSON object"))
             }
             object = parsed
         } catch {
-            result.problems.append(ManifestProblem(line: number, message: "invalid JSON (\(Self.describe(error)))"))
-            return
+            return .problem(ManifestProblem(line: number, message: "invalid JSON (\(Self.describe(error)))"))
         }
         do {
             let entry = try entry(from: object, line: number)
-            result.entries.append(entry)
             let unknown = Set(object.keys).subtracting(Self.knownKeys).sorted()
-            if !unknown.isEmpty {
-                result.warnings.append(
-                    ManifestProblem(
-                        line: number,
-                        message:
-                            "ignoring unknown key\(unknown.count == 1 ? "" : "s") \(unknown.map { "'\($0.debugEscaped)'" }.joined(separator: ", "))"
-                    ))
-            }
+            guard !unknown.isEmpty else { return .entry(entry, warning: nil) }
+            return .entry(
+                entry,
+                warning: ManifestProblem(
+                    line: number,
+                    message:
+                        "ignoring unknown key\(unknown.count == 1 ? "" : "s") \(unknown.map { "'\($0.debugEscaped)'" }.joined(separator: ", "))"
+                ))
         } catch {
-            result.problems.append(error)
+            return .problem(error)
         }
     }
 
@@ -246,4 +227,78 @@ package struct ManifestReadError: Error, Sendable, CustomStringConvertible {
     /// Why.
     public var message: String
     public var description: String { "cannot read the manifest: \(message)" }
+
+    /// Creates the error.
+    package init(message: String) {
+        self.message = message
+    }
+}
+
+/// Reads a manifest from a descriptor one line at a time, as it is asked for: the bytes in a
+/// buffer of 64 KiB and the current line, at most ``ManifestParser/maxLineBytes`` of it (a longer
+/// line is refused without being held). Not thread-safe: one reader, one caller at a time.
+package final class ManifestReader: @unchecked Sendable {
+    // Unchecked: used by one caller at a time (the batch that pulls its next lines), each call
+    // awaited before the next.
+    private let fd: Int32
+    private let parser: ManifestParser
+    private let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 1)
+    private var position = 0
+    private var filled = 0
+    private var line: [UInt8] = []
+    private var overlong = false
+    private var number = 1
+    private var ended = false
+
+    /// A reader of `fd` from where it stands; the caller keeps the descriptor open and closes it.
+    package init(fileDescriptor fd: Int32, parser: ManifestParser) {
+        self.fd = fd
+        self.parser = parser
+    }
+
+    deinit { buffer.deallocate() }
+
+    /// The next line that is an entry or a problem; `nil` at the end.
+    /// - Throws: ``ManifestReadError`` when reading fails.
+    package func next() throws(ManifestReadError) -> ManifestParser.Line? {
+        while !ended {
+            if position == filled {
+                let count = read(fd, buffer.baseAddress, buffer.count)
+                if count < 0 {
+                    if errno == EINTR { continue }
+                    throw ManifestReadError(message: String(cString: strerror(errno)))
+                }
+                (position, filled) = (0, count)
+                if count == 0 {
+                    ended = true
+                    if line.isEmpty && !overlong { return nil }
+                    if let parsed = finish() { return parsed }
+                    return nil
+                }
+            }
+            while position < filled {
+                let byte = buffer[position]
+                position += 1
+                if byte == 0x0A {
+                    let parsed = finish()
+                    number += 1
+                    if let parsed { return parsed }
+                } else if line.count >= parser.maxLineBytes {
+                    overlong = true
+                } else {
+                    line.append(byte)
+                }
+            }
+        }
+        return nil
+    }
+
+    /// The line read so far, parsed; the line is then emptied.
+    private func finish() -> ManifestParser.Line? {
+        defer {
+            line.removeAll(keepingCapacity: true)
+            overlong = false
+        }
+        return overlong ? .problem(parser.overlong(number)) : parser.parseLine(line, number: number)
+    }
 }

@@ -170,14 +170,11 @@ struct DownloadCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        var items = try commandLineRequests().enumerated().map { BatchItem.request($1, source: "argument \($0 + 1)") }
         var warnings: [String] = []
-        if let manifest {
-            let parsed = try readManifest(manifest)
-            warnings += parsed.warnings.map(\.description)
-            items += Self.inLineOrder(parsed.entries, parsed.problems)
-        }
-        items = deduplicated(items, warnings: &warnings)
+        let items = BatchSource(
+            arguments: try commandLineRequests().enumerated().map { BatchItem.request($1, source: "argument \($0 + 1)") },
+            defaultType: type, warnings: &warnings)
+        if let manifest { try survey(manifest, into: items, warnings: &warnings) }
 
         let batch = items.count > 1 || manifest != nil
         // Live only on a terminal that can move its cursor; plain lines on TERM=dumb and pipes.
@@ -215,7 +212,7 @@ struct DownloadCommand: AsyncParsableCommand {
             // and published (its pipeline depth), and the next one when one finishes.
             await withTaskGroup(of: Void.self) { group in
                 var running = 0
-                for item in items {
+                while let item = await items.next() {
                     if Task.isCancelled { break }
                     if running == window {
                         await group.next()
@@ -278,94 +275,73 @@ struct DownloadCommand: AsyncParsableCommand {
         }
     }
 
-    private func readManifest(_ path: String) throws -> ManifestParser.Result {
-        let parser = ManifestParser()
+    /// Reads the manifest at `path` (`-`: standard input) once through into `items`: its count,
+    /// its duplicates and its warnings. A pipe (standard input, a FIFO, a process substitution) is
+    /// first copied to a temporary file that has no name, since the batch reads it a second time.
+    private func survey(_ path: String, into items: BatchSource, warnings: inout [String]) throws {
+        let named = path == "-" ? "standard input" : path
+        var fd: Int32
         if path == "-" {
+            fd = dup(STDIN_FILENO)
+        } else {
+            fd = open(path, O_RDONLY | O_CLOEXEC)
+        }
+        guard fd >= 0 else {
+            Terminal.writeError("error: cannot open the manifest \(named): \(String(cString: strerror(errno)))")
+            throw ExitCode.failure
+        }
+        var info = stat()
+        if fstat(fd, &info) != 0 || (info.st_mode & S_IFMT) != S_IFREG {
+            let pipe = fd
+            defer { close(pipe) }
             do {
-                return try parser.parse(fileDescriptor: STDIN_FILENO)
+                fd = try Self.spooled(pipe)
             } catch {
-                Terminal.writeError("error: \(error)")
+                Terminal.writeError("error: cannot read the manifest \(named): \(error)")
                 throw ExitCode.failure
             }
         }
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else {
-            Terminal.writeError("error: cannot open the manifest \(path): \(String(cString: strerror(errno)))")
-            throw ExitCode.failure
-        }
-        defer { close(fd) }
         do {
-            return try parser.parse(fileDescriptor: fd)
+            try items.survey(fd, warnings: &warnings)
         } catch {
-            Terminal.writeError("error: \(error) (\(path))")
+            Terminal.writeError("error: \(error) (\(named))")
             throw ExitCode.failure
         }
     }
 
-    /// A manifest's usable lines and its problems, merged in line order (each list is in order).
-    private static func inLineOrder(_ entries: [ManifestEntry], _ problems: [ManifestProblem]) -> [BatchItem] {
-        var items: [BatchItem] = []
-        items.reserveCapacity(entries.count + problems.count)
-        var problem = problems.makeIterator()
-        var nextProblem = problem.next()
-        for entry in entries {
-            while let early = nextProblem, early.line < entry.line {
-                items.append(.invalid(early))
-                nextProblem = problem.next()
+    /// What can be read from `fd`, copied into a temporary file removed at once (its descriptor
+    /// keeps it until it is closed), and that file's descriptor at its start.
+    private static func spooled(_ fd: Int32) throws -> Int32 {
+        var template = Array((FileManager.default.temporaryDirectory.path + "/bookcache-manifest.XXXXXX").utf8CString)
+        let copy = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+        guard copy >= 0 else { throw FileSystem.CallError(operation: "create", path: "a temporary copy", code: errno) }
+        template.withUnsafeBufferPointer { _ = unlink($0.baseAddress!) }
+        var done = false
+        defer { if !done { close(copy) } }
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 1)
+        defer { buffer.deallocate() }
+        while true {
+            let count = read(fd, buffer.baseAddress, buffer.count)
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw FileSystem.CallError(operation: "read", path: "the manifest", code: errno)
             }
-            items.append(.line(entry))
-        }
-        while let late = nextProblem {
-            items.append(.invalid(late))
-            nextProblem = problem.next()
-        }
-        return items
-    }
-
-    /// Keeps the first item of each id; later ones are reported and dropped, so each book is
-    /// fetched once and counted once. A manifest line that cannot be made a request becomes its
-    /// problem here, so it is reported at once; a usable one stays a line until it starts.
-    private func deduplicated(_ items: [BatchItem], warnings: inout [String]) -> [BatchItem] {
-        var seen: [BookID: Source] = [:]
-        var kept: [BatchItem] = []
-        kept.reserveCapacity(items.count)
-        for item in items {
-            let id: BookID
-            let source: Source
-            switch item {
-            case .invalid:
-                kept.append(item)
-                continue
-            case .request(let request, let argument):
-                (id, source) = (request.id, .argument(argument))
-            case .line(let entry):
-                do throws(ManifestProblem) {
-                    (id, source) = (try entry.request(defaultType: type).id, .line(entry.line))
-                } catch {
-                    kept.append(.invalid(error))
-                    continue
+            if count == 0 { break }
+            var offset = 0
+            while offset < count {
+                let written = write(copy, buffer.baseAddress! + offset, count - offset)
+                if written < 0 {
+                    if errno == EINTR { continue }
+                    throw FileSystem.CallError(operation: "write", path: "a temporary copy", code: errno)
                 }
-            }
-            if let first = seen[id] {
-                warnings.append("\(source): \(id) is also named by \(first); it is fetched once")
-                continue
-            }
-            seen[id] = source
-            kept.append(item)
-        }
-        return kept
-    }
-
-    /// Where an item came from, as a warning names it.
-    private enum Source: CustomStringConvertible {
-        case argument(String)
-        case line(Int)
-        var description: String {
-            switch self {
-            case .argument(let text): text
-            case .line(let number): "line \(number)"
+                offset += written
             }
         }
+        guard lseek(copy, 0, SEEK_SET) == 0 else {
+            throw FileSystem.CallError(operation: "seek", path: "a temporary copy", code: errno)
+        }
+        done = true
+        return copy
     }
 }
 
