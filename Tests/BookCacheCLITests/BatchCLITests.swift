@@ -95,6 +95,21 @@ struct BatchCLITests {
         }
     }
 
+    @Test("a manifest file given as standard input is read from where the shell left it, twice, not from its start")
+    func stdinFileReadFromItsOffset() async throws {
+        try await serving { server, cache, dir in
+            let file = dir.path("books.jsonl")
+            try Data("\(server.baseURL)/missing.epub\n\(server.baseURL)/alice.epub\n".utf8).write(to: file)
+            // The shell reads the first line itself, then hands the rest to bookcache.
+            let bookcache = ProcessRunner.productsDirectory.appendingPathComponent("bookcache").path
+            let result = try await ProcessRunner.run(
+                at: URL(filePath: "/bin/sh"),
+                ["-c", #"{ read -r skipped; exec "$0" download --from - --json --cache-dir "$1"; } < "$2""#, bookcache, cache, file.path])
+            #expect(result.status == 0, "\(result.stderr)")
+            #expect(server.requestCount(for: "/missing.epub") == 0 && server.requestCount(for: "/alice.epub") == 1)
+        }
+    }
+
     @Test("a manifest on stdin, with --json: one object per book and a summary")
     func jsonFromStdin() async throws {
         try await serving { server, cache, _ in

@@ -54,9 +54,12 @@ final class BatchSource: @unchecked Sendable {
 
     /// Reads the manifest at `fd` once through: counts its items, remembers the lines whose id an
     /// earlier item named, and adds the warnings (unknown keys, then ids named twice). The
-    /// descriptor is the source's from here on (closed with it); it must be seekable.
+    /// descriptor is the source's from here on (closed with it); it must be seekable, and is read
+    /// from where it stands.
     func survey(_ fd: Int32, warnings: inout [String]) throws(ManifestReadError) {
         manifestFD = fd
+        // Where the manifest starts: a file given as standard input may have been read from before.
+        let start = lseek(fd, 0, SEEK_CUR)
         let parser = ManifestParser()
         let first = ManifestReader(fileDescriptor: fd, parser: parser)
         var named: [String] = []
@@ -81,7 +84,7 @@ final class BatchSource: @unchecked Sendable {
         }
         warnings += named
         seen = [:]
-        guard lseek(fd, 0, SEEK_SET) == 0 else {
+        guard start >= 0, lseek(fd, start, SEEK_SET) == start else {
             throw ManifestReadError(message: "the manifest cannot be read again (\(String(cString: strerror(errno))))")
         }
         reader = ManifestReader(fileDescriptor: fd, parser: parser)
