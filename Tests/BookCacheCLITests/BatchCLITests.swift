@@ -110,6 +110,32 @@ struct BatchCLITests {
         }
     }
 
+    @Test("a manifest file changed while its batch runs does not change the batch: the batch reads the copy it counted")
+    func manifestChangedMeanwhile() async throws {
+        try await serving { server, cache, dir in
+            // The last line names pride, past what the batch reads ahead at its start (256 lines, and
+            // the file 64 KiB at a time): 450 unusable lines of 600 bytes come first.
+            let bad = Array(repeating: #"{"url": 42, "title": "\#(String(repeating: "x", count: 580))"}"#, count: 450)
+            let text = (["\(server.baseURL)/alice.epub"] + bad + ["\(server.baseURL)/pride.epub"]).joined(separator: "\n") + "\n"
+            let file = dir.path("books.jsonl")
+            try Data(text.utf8).write(to: file)
+            server.holdRequests(to: "/alice.epub")
+            let client = try ProcessRunner.launch(
+                "bookcache", ["download", "--from", file.path, "--json", "--concurrency", "1", "--cache-dir", cache])
+            // The first book is at the server: the manifest was read once through. Its last line now
+            // names another book, written in place.
+            #expect(await server.waitForRequests(count: 1, from: client))
+            let handle = try FileHandle(forUpdating: file)
+            try handle.seek(toOffset: UInt64(text.utf8.count - "pride.epub\n".utf8.count))
+            try handle.write(contentsOf: Data("misng".utf8))
+            try handle.close()
+            server.releaseHeld()
+            let result = await client.wait()
+            #expect(result.status == 64, "the bad lines are usage errors: \(result.stderr)")
+            #expect(server.requestCount(for: "/pride.epub") == 1 && server.requestCount(for: "/misng.epub") == 0)
+        }
+    }
+
     @Test("a manifest on stdin, with --json: one object per book and a summary")
     func jsonFromStdin() async throws {
         try await serving { server, cache, _ in

@@ -276,30 +276,23 @@ struct DownloadCommand: AsyncParsableCommand {
     }
 
     /// Reads the manifest at `path` (`-`: standard input) once through into `items`: its count,
-    /// its duplicates and its warnings. A pipe (standard input, a FIFO, a process substitution) is
-    /// first copied to a temporary file that has no name, since the batch reads it a second time.
+    /// its duplicates and its warnings. It is first copied to a temporary file that has no name:
+    /// the batch reads it a second time, and the copy is what the first reading saw (standard
+    /// input or a pipe cannot be read twice; a file may change while the batch runs).
     private func survey(_ path: String, into items: BatchSource, warnings: inout [String]) throws {
         let named = path == "-" ? "standard input" : path
-        var fd: Int32
-        if path == "-" {
-            fd = dup(STDIN_FILENO)
-        } else {
-            fd = open(path, O_RDONLY | O_CLOEXEC)
-        }
-        guard fd >= 0 else {
+        let source = path == "-" ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC)
+        guard source >= 0 else {
             Terminal.writeError("error: cannot open the manifest \(named): \(String(cString: strerror(errno)))")
             throw ExitCode.failure
         }
-        var info = stat()
-        if fstat(fd, &info) != 0 || (info.st_mode & S_IFMT) != S_IFREG {
-            let pipe = fd
-            defer { close(pipe) }
-            do {
-                fd = try Self.spooled(pipe)
-            } catch {
-                Terminal.writeError("error: cannot read the manifest \(named): \(error)")
-                throw ExitCode.failure
-            }
+        defer { if source != STDIN_FILENO { close(source) } }
+        let fd: Int32
+        do {
+            fd = try Self.spooled(source)
+        } catch {
+            Terminal.writeError("error: cannot read the manifest \(named): \(error)")
+            throw ExitCode.failure
         }
         do {
             try items.survey(fd, warnings: &warnings)

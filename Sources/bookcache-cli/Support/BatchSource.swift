@@ -8,8 +8,9 @@ import Foundation
     import Darwin
 #endif
 
-/// The books of a `download` run in the order they start: the command line's, then a manifest's,
-/// read twice so that a long manifest costs a few bytes a line, not a request a line. The first
+/// The books of a `download` run in the order they start: the command line's, then a manifest's
+/// (a private copy of it), read twice so that a long manifest costs a few bytes a line, not a
+/// request a line. The first
 /// reading (``survey(_:warnings:)``) counts the items, finds the ids named twice and gathers
 /// the warnings, all before the first book starts; the second hands out one line at a time as the
 /// batch asks (``next()``), skipping the duplicates.
@@ -58,7 +59,6 @@ final class BatchSource: @unchecked Sendable {
     /// from where it stands.
     func survey(_ fd: Int32, warnings: inout [String]) throws(ManifestReadError) {
         manifestFD = fd
-        // Where the manifest starts: a file given as standard input may have been read from before.
         let start = lseek(fd, 0, SEEK_CUR)
         let parser = ManifestParser()
         let first = ManifestReader(fileDescriptor: fd, parser: parser)
