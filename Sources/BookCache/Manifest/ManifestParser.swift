@@ -271,9 +271,8 @@ package final class ManifestReader: @unchecked Sendable {
                 (position, filled) = (0, count)
                 if count == 0 {
                     ended = true
-                    if line.isEmpty && !overlong { return nil }
-                    if let parsed = finish() { return parsed }
-                    return nil
+                    // A last line without its newline.
+                    return line.isEmpty && !overlong ? nil : finish()
                 }
             }
             while position < filled {

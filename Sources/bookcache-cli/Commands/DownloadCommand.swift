@@ -189,21 +189,23 @@ struct DownloadCommand: AsyncParsableCommand {
             evictForSpace: !noEvict, connection: connection, strict: validation.strict)
         let (headers, login, pin, type) = (try login.parsedHeaders, self.login, self.pin, self.type)
         // Each book's request as it starts: a manifest line made one, with the command line's options.
-        let prepare: @Sendable (BatchItem) -> BatchItem = { item in
-            var item = item
-            if case .line(let entry) = item {
+        let prepare: @Sendable (BatchItem) -> Result<BookDownloadRequest, ManifestProblem> = { item in
+            var request: BookDownloadRequest
+            switch item {
+            case .invalid(let problem): return .failure(problem)
+            case .request(let given, _): request = given
+            case .line(let entry):
                 do throws(ManifestProblem) {
-                    item = .request(try entry.request(defaultType: type), source: "line \(entry.line)")
+                    request = try entry.request(defaultType: type)
                 } catch {
-                    return .invalid(error)
+                    return .failure(error)
                 }
             }
-            guard case .request(var request, let source) = item else { return item }
             if pin { request.pin = true }
             // --header and --user go to every book's own host; a manifest line's headers add to them.
             request.headers = headers + request.headers
             if request.credentials == nil { request.credentials = login.credentials(for: request.url) }
-            return .request(request, source: source)
+            return .success(request)
         }
         let window = manager.pipelineDepth
         let work = Task {
@@ -245,15 +247,13 @@ struct DownloadCommand: AsyncParsableCommand {
         if !allCached { throw ExitCode(ExitStatus.of(failures: reporter.failureStatuses)) }
     }
 
-    private static func perform(_ item: BatchItem, manager: BookCacheManager, reporter: BatchReporter) async -> BatchOutcome {
+    private static func perform(
+        _ item: Result<BookDownloadRequest, ManifestProblem>, manager: BookCacheManager, reporter: BatchReporter
+    ) async -> BatchOutcome {
         switch item {
-        case .invalid(let problem):
+        case .failure(let problem):
             return BatchOutcome(id: nil, status: .failed, path: nil, failure: .invalidLine(problem.description), attempts: 0, bytes: 0)
-        case .line(let entry):
-            // Made a request before it is performed; never reached.
-            return BatchOutcome(
-                id: nil, status: .failed, path: nil, failure: .invalidLine("line \(entry.line): not prepared"), attempts: 0, bytes: 0)
-        case .request(let request, _):
+        case .success(let request):
             let attempts = AttemptCounter()
             do {
                 let result = try await manager.download(request) { event in
