@@ -22,15 +22,9 @@ import NIOCore
 /// read with `pread` into the buffers NIO writes.
 enum BookFile {
     static func response(
-        for url: URL, book: CachedBookMetadata, range: String?, ifRange: String? = nil, headOnly: Bool = false,
+        file: OpenFile, book: CachedBookMetadata, range: String?, ifRange: String? = nil, headOnly: Bool = false,
         channel: (any Channel)? = nil
-    ) async -> Response {
-        let file: OpenFile
-        do {
-            file = try OpenFile(url)
-        } catch {
-            return APIResponse.error(.notFound, kind: "notCached", "\(book.id)'s file cannot be read (\(error)); run bookcache verify")
-        }
+    ) -> Response {
         let size = file.size
         var headers: HTTPFields = [
             .contentType: book.format == .pdf ? "application/pdf" : "application/epub+zip",
@@ -43,7 +37,7 @@ enum BookFile {
         let etag = "\"\(book.checksum)\""
         // An If-Range that is not this file's strong entity tag (a weak tag or a date, since no
         // Last-Modified is sent, never is) asks for the whole file.
-        let rangeApplies = ifRange.map { $0.trimmingCharacters(in: .whitespaces) == etag } ?? true
+        let rangeApplies = ifRange.map { HTTPText.trimmed($0[...]) == etag } ?? true
         if let range, rangeApplies, let parsed = parse(range, size: size) {
             guard let (from, to) = parsed else {
                 file.close()
@@ -61,15 +55,11 @@ enum BookFile {
             return Response(status: status, headers: headers)
         }
         let start = first
-        if let channel, length > 0 {
-            do {
-                try await channel.triggerUserOutboundEvent(FileRegionHandler.Send(file: file, offset: start, length: length)).get()
-                headers[FileRegionHandler.marker] = "1"
-                return Response(status: status, headers: headers)
-            } catch {
-                // Not on this connection (the handler is not in its pipeline): the file is still ours
-                // to read below.
-            }
+        // On a connection with the handler the file is handed over; elsewhere it is read below.
+        if let channel, length > 0, let handOver = FileRegionHandler.handOver(for: channel) {
+            let number = handOver.put(FileRegionHandler.Send(file: file, offset: start, length: length))
+            headers[FileRegionHandler.marker] = String(number)
+            return Response(status: status, headers: headers)
         }
         return Response(
             status: status, headers: headers,
@@ -94,7 +84,7 @@ enum BookFile {
     /// file is sent, as RFC 9110 allows); `.some(nil)` when it lies outside the file.
     static func parse(_ header: String, size: Int64) -> (Int64, Int64)?? {
         guard header.hasPrefix("bytes="), !header.contains(",") else { return nil }
-        let spec = header.dropFirst(6).trimmingCharacters(in: .whitespaces)
+        let spec = HTTPText.trimmed(header.dropFirst(6))
         let parts = spec.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
         guard parts.count == 2 else { return nil }
         if parts[0].isEmpty {
@@ -121,15 +111,21 @@ final class OpenFile: @unchecked Sendable {
     /// The file's size when it was opened.
     let size: Int64
 
-    init(_ url: URL) throws {
+    /// Opens the file at `path` (an absolute path).
+    init(_ path: String) throws {
+        // An error names the file, never its folder.
+        let name = { String(path.split(separator: "/").last ?? "") }
         // A link where a book's file was is not followed: only files in the cache are sent.
-        let fd = open(url.path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-        guard fd >= 0 else { throw FileSystem.CallError(operation: "open", path: url.lastPathComponent, code: errno) }
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        guard fd >= 0 else {
+            let code = errno
+            throw FileSystem.CallError(operation: "open", path: name(), code: code)
+        }
         var info = stat()
         guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
             let code = errno
             Self.close(fd)
-            throw FileSystem.CallError(operation: "stat", path: url.lastPathComponent, code: code == 0 ? EINVAL : code)
+            throw FileSystem.CallError(operation: "stat", path: name(), code: code == 0 ? EINVAL : code)
         }
         self.fd = fd
         self.size = Int64(info.st_size)

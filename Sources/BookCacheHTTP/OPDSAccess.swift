@@ -182,7 +182,7 @@ final class ReaderLogins: Sendable {
     static func decodeBasic(_ authorization: String) -> (String, String)? {
         let parts = authorization.split(separator: " ", maxSplits: 1)
         guard parts.count == 2, parts[0].lowercased() == "basic", parts[1].utf8.count <= 4096,
-            let data = Data(base64Encoded: parts[1].trimmingCharacters(in: .whitespaces)),
+            let data = Data(base64Encoded: String(HTTPText.trimmed(parts[1]))),
             let text = String(data: data, encoding: .utf8), let colon = text.firstIndex(of: ":")
         else { return nil }
         return (String(text[..<colon]), String(text[text.index(after: colon)...]))

@@ -161,7 +161,9 @@ extension APIServer {
         if name.isEmpty || name.hasPrefix(".") { name = book.bookId }
         // Transliterated first, then made safe: Latin-ASCII writes ½ and ⁄ as slashes.
         var ascii = fileName(latin(name), ascii: true)
-        if !ascii.unicodeScalars.contains(where: { CharacterSet.alphanumerics.contains($0) }) || ascii.hasPrefix(".") {
+        // The ASCII name's letters and digits are A-Z a-z 0-9
+        let isAlphanumeric: (UInt8) -> Bool = { (0x30...0x39).contains($0) || (0x41...0x5A).contains($0 & 0xDF) }
+        if !ascii.utf8.contains(where: isAlphanumeric) || ascii.hasPrefix(".") {
             ascii = book.bookId
         }
         return "attachment; filename=\"\(ascii).\(ext)\"; filename*=UTF-8''\(OPDSCatalogue.percentEncoded(name)).\(ext)"
@@ -190,13 +192,17 @@ extension APIServer {
     /// `text` as a file name: control characters, path separators and quotes (and, for the ASCII
     /// name, anything not ASCII, `%` and `;`, which a quoted `filename` cannot carry) become `_`.
     private static func fileName(_ text: String, ascii: Bool) -> String {
-        String(
-            text.unicodeScalars.map { scalar -> Character in
-                let unsafe =
-                    scalar.value < 0x20 || scalar.value == 0x7F || "/\\\"".unicodeScalars.contains(scalar)
-                    || (ascii && (!scalar.isASCII || scalar == "%" || scalar == ";"))
-                return unsafe ? "_" : Character(scalar)
-            }
-        ).trimmingCharacters(in: .whitespaces)
+        var name = String.UnicodeScalarView()
+        for scalar in text.unicodeScalars {
+            let unsafe =
+                scalar.value < 0x20 || scalar.value == 0x7F || scalar == "/" || scalar == "\\" || scalar == "\""
+                || (ascii && (!scalar.isASCII || scalar == "%" || scalar == ";"))
+            name.append(unsafe ? "_" : scalar)
+        }
+        // Without spaces at either end
+        guard let first = name.firstIndex(where: { !$0.properties.isWhitespace }),
+            let last = name.lastIndex(where: { !$0.properties.isWhitespace })
+        else { return "" }
+        return String(Substring(name[first...last]))
     }
 }

@@ -166,10 +166,10 @@ public final class ServiceAccess: Sendable {
         if let authorization = request.headers[.authorization] {
             let parts = authorization.split(separator: " ", maxSplits: 1)
             guard parts.count == 2, parts[0].lowercased() == "bearer" else { return .none }
-            return Self.constantTimeEqual(parts[1].trimmingCharacters(in: .whitespaces), token) ? .token : .none
+            return Self.constantTimeEqual(HTTPText.trimmed(parts[1]), token) ? .token : .none
         }
         for cookie in request.headers[values: .cookie].flatMap({ $0.split(separator: ";") }) {
-            let pair = cookie.trimmingCharacters(in: .whitespaces).split(separator: "=", maxSplits: 1)
+            let pair = HTTPText.trimmed(cookie).split(separator: "=", maxSplits: 1)
             if pair.count == 2, pair[0] == Self.cookieName, useSession(String(pair[1])) { return .session }
         }
         return .none
@@ -187,7 +187,7 @@ public final class ServiceAccess: Sendable {
     }
 
     /// Whether `a` and `b` are the same bytes, in a time that does not depend on where they differ.
-    static func constantTimeEqual(_ a: String, _ b: String) -> Bool {
+    static func constantTimeEqual(_ a: some StringProtocol, _ b: String) -> Bool {
         let x = Array(a.utf8)
         let y = Array(b.utf8)
         guard x.count == y.count else { return false }
@@ -303,7 +303,7 @@ struct RequireAccessMiddleware<Context: RequestContext>: RouterMiddleware {
                 "the browser says this request comes from another origin (Sec-Fetch-Site: \(fetchSite)); only the service's own page may use its session"
         }
         guard request.method != .get, request.method != .head else { return nil }
-        let mediaType = request.headers[.contentType]?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased()
+        let mediaType = request.headers[.contentType]?.split(separator: ";").first.map { HTTPText.trimmed($0).lowercased() }
         guard mediaType == "application/json" else {
             return "a change made with the page's session must be sent as Content-Type: application/json"
         }

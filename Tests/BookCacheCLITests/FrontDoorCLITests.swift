@@ -231,6 +231,40 @@ struct FrontDoorCLITests {
             #expect(try Data(contentsOf: URL(fileURLWithPath: middle)) == alice[100..<1100])
             #expect(try Data(contentsOf: URL(fileURLWithPath: tail)) == alice.suffix(7))
 
+            // Pipelined: three ranged requests in one write, before any answer; each answer carries
+            // its own range of the file, in order (the routes hand their files over before the
+            // earlier heads are written)
+            let port = try #require(service.base.split(separator: ":").last)
+            let ranges = [(0, 99), (200, 1199), (alice.count - 7, alice.count - 1)]
+            let requests = ranges.enumerated().map { index, range in
+                "GET \(file) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\n\(auth)\r\nRange: bytes=\(range.0)-\(range.1)\r\n"
+                    + (index == ranges.count - 1 ? "Connection: close\r\n" : "") + "\r\n"
+            }
+            let socket = try Self.connect(service.base, sending: requests.joined())
+            defer { close(socket) }
+            var answers = Data()
+            var buffer = [UInt8](repeating: 0, count: 65536)
+            while true {
+                var poller = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
+                guard poll(&poller, 1, 60_000) == 1 else { break }
+                let count = recv(socket, &buffer, buffer.count, 0)
+                if count <= 0 { break }
+                answers.append(contentsOf: buffer[..<count])
+            }
+            // Each answer: a 206 head with its Content-Range, then exactly that many bytes
+            var rest = [UInt8](answers)
+            for range in ranges {
+                let end = try #require(
+                    rest.indices.first { rest[$0...].starts(with: Array("\r\n\r\n".utf8)) }, "an answer's head: \(rest.count) bytes left")
+                let head = String(decoding: rest[..<end], as: UTF8.self)
+                #expect(head.hasPrefix("HTTP/1.1 206"), "\(head)")
+                #expect(head.lowercased().contains("content-range: bytes \(range.0)-\(range.1)/\(alice.count)"), "\(head)")
+                let body = rest[(end + 4)...].prefix(range.1 - range.0 + 1)
+                #expect(Data(body) == alice[range.0...range.1], "each pipelined answer is its own range")
+                rest = Array(rest[(end + 4 + body.count)...])
+            }
+            #expect(rest.isEmpty)
+
             // A link put where the book's file was is not followed, even to the same bytes: the
             // service sends only files that are in the cache
             let books = dir.path("cache/ebooks").path

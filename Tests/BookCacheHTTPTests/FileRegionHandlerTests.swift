@@ -36,14 +36,19 @@ struct FileRegionHandlerTests {
     func file(_ bytes: String) throws -> (OpenFile, URL) {
         let url = FileManager.default.temporaryDirectory.appendingPathComponent("file-region-\(UUID().uuidString).epub")
         try Data(bytes.utf8).write(to: url)
-        return (try OpenFile(url), url)
+        return (try OpenFile(url.path), url)
     }
 
-    func marked(length: Int) -> HTTPResponse {
+    func marked(length: Int, file number: UInt64) -> HTTPResponse {
         var head = HTTPResponse(status: .partialContent)
         head.headerFields[.contentLength] = String(length)
-        head.headerFields[FileRegionHandler.marker] = "1"
+        head.headerFields[FileRegionHandler.marker] = String(number)
         return head
+    }
+
+    /// The connection's hand-over, as a route finds it.
+    func handOver(_ channel: EmbeddedChannel) throws -> FileRegionHandler.HandOver {
+        try #require(FileRegionHandler.handOver(for: channel))
     }
 
     /// Everything written to the socket: bytes, and the file regions' bytes (read from `file`: the
@@ -68,8 +73,8 @@ struct FileRegionHandlerTests {
     @Test("the marked response's body is the file's range, sent as a file region after the head; the mark is never sent")
     func sendsTheRange() throws {
         try withConnection(file: "0123456789") { channel, file, url in
-            try channel.triggerUserOutboundEvent(FileRegionHandler.Send(file: file, offset: 2, length: 5)).wait()
-            try channel.writeOutbound(HTTPResponsePart.head(marked(length: 5)))
+            let number = try handOver(channel).put(FileRegionHandler.Send(file: file, offset: 2, length: 5))
+            try channel.writeOutbound(HTTPResponsePart.head(marked(length: 5, file: number)))
             try channel.writeOutbound(HTTPResponsePart.end(nil))
             let (text, regions) = try sent(channel, file: url)
             #expect(regions == 1)
@@ -81,34 +86,67 @@ struct FileRegionHandlerTests {
         }
     }
 
-    @Test("a response without the mark sends its own body and drops a file kept for a response never sent, so no later one carries it")
-    func unmarkedDropsKeptFile() throws {
-        try withConnection(file: "secret") { channel, file, url in
-            try channel.triggerUserOutboundEvent(FileRegionHandler.Send(file: file, offset: 0, length: 6)).wait()
-            var other = HTTPResponse(status: .forbidden)
-            other.headerFields[.contentLength] = "2"
-            try channel.writeOutbound(HTTPResponsePart.head(other))
-            try channel.writeOutbound(HTTPResponsePart.body(ByteBuffer(string: "no")))
-            try channel.writeOutbound(HTTPResponsePart.end(nil))
-            #expect(try sent(channel).text.hasSuffix("\r\n\r\nno"))
-            // The next marked head has no file: the connection closes rather than send a wrong body
-            #expect(throws: FileRegionHandler.Unavailable.self) { try channel.writeOutbound(HTTPResponsePart.head(marked(length: 6))) }
-            #expect(!channel.isActive)
-            #expect(try sent(channel).regions == 0)
+    @Test("two files handed over before either head is written (pipelined requests): each head carries its own file")
+    func eachHeadItsOwnFile() throws {
+        let (channel, _) = try connection()
+        let (first, firstURL) = try file("first book")
+        let (second, secondURL) = try file("SECOND")
+        defer { for url in [firstURL, secondURL] { try? FileManager.default.removeItem(at: url) } }
+        let handOver = try handOver(channel)
+        let one = handOver.put(FileRegionHandler.Send(file: first, offset: 0, length: 10))
+        let two = handOver.put(FileRegionHandler.Send(file: second, offset: 0, length: 6))
+        try channel.writeOutbound(HTTPResponsePart.head(marked(length: 10, file: one)))
+        try channel.writeOutbound(HTTPResponsePart.end(nil))
+        #expect(try sent(channel, file: firstURL).text.hasSuffix("\r\n\r\nfirst book"))
+        try channel.writeOutbound(HTTPResponsePart.head(marked(length: 6, file: two)))
+        try channel.writeOutbound(HTTPResponsePart.end(nil))
+        #expect(try sent(channel, file: secondURL).text.hasSuffix("\r\n\r\nSECOND"))
+        _ = try channel.finish()
+    }
+
+    @Test("a file handed over for a response never sent is closed when a later one is taken, and no head can carry it")
+    func unsentFileIsDropped() throws {
+        let (channel, _) = try connection()
+        let (secret, secretURL) = try file("secret")
+        let (book, bookURL) = try file("book")
+        defer { for url in [secretURL, bookURL] { try? FileManager.default.removeItem(at: url) } }
+        let handOver = try handOver(channel)
+        let unsent = handOver.put(FileRegionHandler.Send(file: secret, offset: 0, length: 6))
+        // A middleware answered instead: a head without the mark, with its own body
+        var other = HTTPResponse(status: .forbidden)
+        other.headerFields[.contentLength] = "2"
+        try channel.writeOutbound(HTTPResponsePart.head(other))
+        try channel.writeOutbound(HTTPResponsePart.body(ByteBuffer(string: "no")))
+        try channel.writeOutbound(HTTPResponsePart.end(nil))
+        #expect(try sent(channel).text.hasSuffix("\r\n\r\nno"))
+        let next = handOver.put(FileRegionHandler.Send(file: book, offset: 0, length: 4))
+        try channel.writeOutbound(HTTPResponsePart.head(marked(length: 4, file: next)))
+        try channel.writeOutbound(HTTPResponsePart.end(nil))
+        #expect(try sent(channel, file: bookURL).text.hasSuffix("\r\n\r\nbook"))
+        #expect(secret.takeDescriptor() == nil, "closed when the later file was taken")
+        // A head marked with the unsent file's number has no file: the connection closes rather than send a wrong body
+        #expect(throws: FileRegionHandler.Unavailable.self) {
+            try channel.writeOutbound(HTTPResponsePart.head(marked(length: 6, file: unsent)))
+        }
+        #expect(!channel.isActive)
+        #expect(try sent(channel).regions == 0)
+    }
+
+    @Test("files still waiting when the connection goes are closed, and the connection's hand-over is gone")
+    func closedConnectionClosesFiles() throws {
+        try withConnection(file: "abc") { channel, file, _ in
+            _ = try handOver(channel).put(FileRegionHandler.Send(file: file, offset: 0, length: 3))
+            _ = try channel.finish()
+            #expect(file.takeDescriptor() == nil)
+            #expect(FileRegionHandler.handOver(for: channel) == nil)
         }
     }
 
-    @Test("on a connection without the HTTP/1 codec a file is refused and stays the route's, which then reads it itself")
-    func withoutCodecFileStaysTheRoutes() throws {
+    @Test("on a connection without the HTTP/1 codec there is no hand-over: the route reads the file itself")
+    func withoutCodecNoHandOver() throws {
         let channel = EmbeddedChannel()
         try channel.pipeline.syncOperations.addHandler(FileRegionHandler())
-        let (file, url) = try file("abc")
-        defer { try? FileManager.default.removeItem(at: url) }
-        #expect(throws: FileRegionHandler.Unavailable.self) {
-            try channel.triggerUserOutboundEvent(FileRegionHandler.Send(file: file, offset: 0, length: 3)).wait()
-        }
-        #expect(String(buffer: try file.read(at: 0, count: 3)) == "abc")
-        file.close()
+        #expect(FileRegionHandler.handOver(for: channel) == nil)
         _ = try channel.finish()
     }
 }

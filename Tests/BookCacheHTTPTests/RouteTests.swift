@@ -84,6 +84,31 @@ struct RouteTests {
         }
     }
 
+    @Test(
+        "a book's file asked for again is the same; a book published again meanwhile (by another process) is served as the new file, with its own entity tag"
+    )
+    func servedAgainAndReplaced() async throws {
+        try await withServerAndDirectory(directory: Fixtures.books) { server, _ in
+            try await RouteTester.with { (routes: RouteTester) async throws in
+                try await routes.cache("alice.epub", id: "ebook-alice", from: server)
+                let alice = try await routes.send(.get, "/api/v1/books/ebook-alice/file")
+                let again = try await routes.send(.get, "/api/v1/books/ebook-alice/file")
+                #expect(again.body == alice.body && again.headers[.eTag] == alice.headers[.eTag])
+                // Another process replaces the book with other bytes under the same id
+                let other = BookCacheManager(configuration: .init(rootDirectory: routes.directory.path("cache")))
+                #expect(try await other.delete(BookID(parsing: "ebook-alice")))
+                _ = try await other.download(
+                    try BookDownloadRequest(url: "\(server.baseURL)/pride.epub", id: BookID(parsing: "ebook-alice")))
+                let replaced = try await routes.send(.get, "/api/v1/books/ebook-alice/file")
+                #expect(replaced.status == .ok)
+                #expect(replaced.body == (try Fixtures.data("pride.epub")))
+                let record = try #require(try await other.metadata(for: BookID(parsing: "ebook-alice")))
+                #expect(replaced.headers[.eTag] == "\"\(record.checksum)\"", "the new file's tag, not the old one's")
+                #expect(replaced.headers[.eTag] != alice.headers[.eTag])
+            }
+        }
+    }
+
     @Test("the shelf's query: every value outside the documented ones is a 400 that names them")
     func shelfQuery() async throws {
         try await RouteTester.with { (routes: RouteTester) async throws in

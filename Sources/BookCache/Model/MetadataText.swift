@@ -17,6 +17,9 @@ package enum MetadataText {
 
     /// `text` normalised and cut to at most `maxBytes` UTF-8 bytes.
     package static func bounded(_ text: String, maxBytes: Int) -> String {
+        // Printable ASCII with single inner spaces is its own normal form: most titles, and every
+        // title read back from the index, are already bounded.
+        if text.utf8.count <= maxBytes, isPlain(text.utf8) { return text }
         // The cost is bounded before it is paid: at most four times the limit is looked at.
         var scalars = String.UnicodeScalarView()
         var marks = 0
@@ -49,6 +52,16 @@ package enum MetadataText {
             cut.append(character)
         }
         return cut
+    }
+
+    /// Printable ASCII, no space at either end, no two spaces together.
+    private static func isPlain(_ bytes: String.UTF8View) -> Bool {
+        var previous = UInt8(ascii: " ")
+        for byte in bytes {
+            guard byte >= 0x20, byte < 0x7F, byte != UInt8(ascii: " ") || previous != byte else { return false }
+            previous = byte
+        }
+        return previous != UInt8(ascii: " ") || bytes.isEmpty
     }
 
     /// A title, bounded.

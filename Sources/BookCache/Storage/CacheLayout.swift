@@ -176,7 +176,7 @@ public struct CacheLayout: Sendable, Hashable {
     }
 
     /// The absolute path of a path relative to the root (no URL made: a book's steps ask often).
-    func path(forRelativePath path: String) -> String {
+    package func path(forRelativePath path: String) -> String {
         rootPath.hasSuffix("/") ? rootPath + path : rootPath + "/" + path
     }
 

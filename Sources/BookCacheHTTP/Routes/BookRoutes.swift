@@ -108,9 +108,14 @@ extension APIServer {
     static func fileResponse(_ request: Request, _ context: ServiceRequestContext, manager: BookCacheManager) async throws -> Response {
         let headOnly = request.method == .head
         let book = try await book(context, in: manager, reading: !headOnly)
-        let url = manager.layout.url(forRelativePath: book.localPath)
-        var response = await BookFile.response(
-            for: url, book: book, range: request.headers[.range], ifRange: request.headers[.ifRange], headOnly: headOnly,
+        let file: OpenFile
+        do {
+            file = try OpenFile(manager.layout.path(forRelativePath: book.localPath))
+        } catch {
+            throw APIError.notFound(kind: "notCached", "\(book.id)'s file cannot be read (\(error)); run bookcache verify")
+        }
+        var response = BookFile.response(
+            file: file, book: book, range: request.headers[.range], ifRange: request.headers[.ifRange], headOnly: headOnly,
             channel: context.channel)
         response.headers[.contentDisposition] = attachment(book)
         response.headers[.contentSecurityPolicy] = "sandbox; default-src 'none'"
@@ -128,7 +133,7 @@ extension APIServer {
             // A cover is small (20 MiB at most when fetched): read whole, and a larger file is no cover
             // of ours. The error names the file, not its folder.
             image = try await BlockingWork.run { () throws -> ByteBuffer in
-                let file = try OpenFile(url)
+                let file = try OpenFile(url.path)
                 defer { file.close() }
                 guard file.size <= 32 << 20 else { throw FileSystem.CallError(operation: "read", path: url.lastPathComponent, code: EFBIG) }
                 return try file.read(at: 0, count: Int(file.size))
