@@ -56,6 +56,8 @@ public struct APIServer: Sendable {
     let access: ServiceAccess
     let options: Options
     let logger: Logger
+    /// The books whose files were served in the last second (both file routes and the fast one).
+    let servedBooks: ServedBooks
 
     /// Creates a server.
     /// - Parameters:
@@ -68,6 +70,7 @@ public struct APIServer: Sendable {
         self.access = access
         self.options = options
         self.logger = logger
+        self.servedBooks = ServedBooks(layout: service.manager.layout)
     }
 
     /// Runs the server and the service until SIGTERM or SIGINT: then it stops accepting
@@ -80,12 +83,19 @@ public struct APIServer: Sendable {
         let router = router(allowedHosts: allowed, streams: streams)
         let runner = QueueRunner(service: service, logger: logger)
         let idle = options.idleTimeout.components
+        let door = FastFileRoute.Door(
+            allowedHosts: allowed, access: access, manager: service.manager, served: servedBooks, dates: HTTPDates())
         let app = Application(
             router: router,
-            server: .http1(
-                configuration: .init(
-                    additionalChannelHandlers: [FileRegionHandler()],
-                    idleTimeout: .seconds(idle.seconds) + .nanoseconds(idle.attoseconds / 1_000_000_000))),
+            server: HTTPServerBuilder { responder in
+                ServiceHTTP1Channel(
+                    base: HTTP1Channel(
+                        responder: responder,
+                        configuration: .init(
+                            additionalChannelHandlers: [FileRegionHandler()],
+                            idleTimeout: .seconds(idle.seconds) + .nanoseconds(idle.attoseconds / 1_000_000_000))),
+                    door: door)
+            },
             configuration: .init(
                 address: .hostname(options.host, port: options.port), serverName: nil,
                 availableConnectionsDelegate: MaximumAvailableConnections(options.maxConnections, logger: logger)),

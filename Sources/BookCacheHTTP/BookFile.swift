@@ -3,6 +3,7 @@ import DownloadQueue
 import Foundation
 import Hummingbird
 import NIOCore
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -21,46 +22,70 @@ import NIOCore
 /// (``FileRegionHandler``); without one, or where that handler is not on the connection, they are
 /// read with `pread` into the buffers NIO writes.
 enum BookFile {
-    static func response(
-        file: OpenFile, book: CachedBookMetadata, range: String?, ifRange: String? = nil, headOnly: Bool = false,
-        channel: (any Channel)? = nil
-    ) -> Response {
+    /// What a request for a book's file is answered: its status and head, and the file's bytes
+    /// to send (`length` 0: none). Decided once, for the route and for ``FastFileRoute``.
+    struct Answer {
+        var status: HTTPResponse.Status
+        var headers: HTTPFields
+        var offset: Int64 = 0
+        var length: Int64 = 0
+    }
+
+    /// The answer to a request for `book`'s `file` with these `Range` and `If-Range` values:
+    /// the head the file route sends, every header included (the front door's too), but `Date`.
+    static func answer(file: OpenFile, book: CachedBookMetadata, range: String?, ifRange: String?, headOnly: Bool) -> Answer {
         let size = file.size
-        var headers: HTTPFields = [
-            .contentType: book.format == .pdf ? "application/pdf" : "application/epub+zip",
-            .acceptRanges: "bytes", .cacheControl: "no-store",
-            .eTag: "\"\(book.checksum)\"",
-        ]
-        var status = HTTPResponse.Status.ok
+        let etag = "\"\(book.checksum)\""
+        var answer = Answer(
+            status: .ok,
+            headers: [
+                .contentType: book.format == .pdf ? "application/pdf" : "application/epub+zip",
+                .acceptRanges: "bytes", .cacheControl: "no-store", .eTag: etag,
+            ])
         var first: Int64 = 0
         var last = size - 1
-        let etag = "\"\(book.checksum)\""
         // An If-Range that is not this file's strong entity tag (a weak tag or a date, since no
         // Last-Modified is sent, never is) asks for the whole file.
         let rangeApplies = ifRange.map { HTTPText.trimmed($0[...]) == etag } ?? true
         if let range, rangeApplies, let parsed = parse(range, size: size) {
             guard let (from, to) = parsed else {
-                file.close()
-                headers[.contentRange] = "bytes */\(size)"
-                return Response(status: .rangeNotSatisfiable, headers: headers)
+                answer.status = .rangeNotSatisfiable
+                answer.headers[.contentRange] = "bytes */\(size)"
+                ServiceHeaders.secure(&answer.headers)
+                return answer
             }
             (first, last) = (from, to)
-            status = .partialContent
-            headers[.contentRange] = "bytes \(first)-\(last)/\(size)"
+            answer.status = .partialContent
+            answer.headers[.contentRange] = "bytes \(first)-\(last)/\(size)"
         }
         let length = max(0, last - first + 1)
-        headers[.contentLength] = String(length)
-        if headOnly {
+        answer.headers[.contentLength] = String(length)
+        answer.headers[.contentDisposition] = APIServer.attachment(book)
+        answer.headers[.contentSecurityPolicy] = "sandbox; default-src 'none'"
+        ServiceHeaders.secure(&answer.headers)
+        if !headOnly { (answer.offset, answer.length) = (first, length) }
+        return answer
+    }
+
+    /// The route's response to a request for `book`'s `file` (see ``answer(file:book:range:ifRange:headOnly:)``).
+    static func response(
+        file: OpenFile, book: CachedBookMetadata, range: String?, ifRange: String? = nil, headOnly: Bool = false,
+        channel: (any Channel)? = nil
+    ) -> Response {
+        var answer = answer(file: file, book: book, range: range, ifRange: ifRange, headOnly: headOnly)
+        guard answer.length > 0 else {
             file.close()
-            return Response(status: status, headers: headers)
+            return Response(status: answer.status, headers: answer.headers)
         }
-        let start = first
+        let (start, length) = (answer.offset, answer.length)
         // On a connection with the handler the file is handed over; elsewhere it is read below.
-        if let channel, length > 0, let handOver = FileRegionHandler.handOver(for: channel) {
+        if let channel, let handOver = FileRegionHandler.handOver(for: channel) {
             let number = handOver.put(FileRegionHandler.Send(file: file, offset: start, length: length))
-            headers[FileRegionHandler.marker] = String(number)
-            return Response(status: status, headers: headers)
+            answer.headers[FileRegionHandler.marker] = String(number)
+            return Response(status: answer.status, headers: answer.headers)
         }
+        let headers = answer.headers
+        let status = answer.status
         return Response(
             status: status, headers: headers,
             body: ResponseBody(contentLength: Int(length)) { writer in
@@ -110,6 +135,18 @@ final class OpenFile: @unchecked Sendable {
     private var closed = false
     /// The file's size when it was opened.
     let size: Int64
+    /// Which file this is: a book published again is a new file (a rename over the old), so a
+    /// different identity.
+    let identity: Identity
+
+    /// A file's device, inode, size and modification time.
+    struct Identity: Equatable, Sendable {
+        let device: UInt64
+        let inode: UInt64
+        let size: Int64
+        let modified: Int64
+        let modifiedNanoseconds: Int
+    }
 
     /// Opens the file at `path` (an absolute path).
     init(_ path: String) throws {
@@ -129,6 +166,9 @@ final class OpenFile: @unchecked Sendable {
         }
         self.fd = fd
         self.size = Int64(info.st_size)
+        self.identity = Identity(
+            device: UInt64(info.st_dev), inode: UInt64(info.st_ino), size: Int64(info.st_size), modified: Int64(info.st_mtim.tv_sec),
+            modifiedNanoseconds: Int(info.st_mtim.tv_nsec))
     }
 
     /// Up to `count` bytes at `offset`; fewer only at the end of the file.
@@ -179,5 +219,79 @@ final class OpenFile: @unchecked Sendable {
         #else
             _ = Darwin.close(fd)
         #endif
+    }
+}
+
+/// The books whose files were served in the last second, with the file each was served from, so a
+/// file asked for again and again does not cost a call to the index each time (a hop to the
+/// index's thread and back). An entry is used only while it is at most ``freshness`` old and only
+/// for the same file (device, inode, size and modification time: a book published again, by this
+/// process or another, is a new file); otherwise the index is asked, as it is at least once a
+/// second for a book being read. So the access is still recorded (at most once a minute a book,
+/// ``BookCacheManager/accessResolution``), and a book deleted is gone at once (its file cannot be
+/// opened). What an entry can show for up to a second is a title changed without a new file, in
+/// the file's name.
+final class ServedBooks: Sendable {
+    /// How long an entry is used.
+    static let freshness = Duration.seconds(1)
+    /// The most entries kept; all are forgotten when full.
+    static let maxEntries = 4096
+
+    private struct Entry {
+        let book: CachedBookMetadata
+        let file: OpenFile.Identity
+        let at: ContinuousClock.Instant
+        /// Asked as a read, so its access was recorded then (a `HEAD` records none).
+        let read: Bool
+    }
+
+    private let entries = Mutex<[BookID: Entry]>([:])
+    let layout: CacheLayout
+
+    init(layout: CacheLayout) {
+        self.layout = layout
+    }
+
+    /// The book `id` names and its file, opened, when the index named them in the last second (for
+    /// a read, in a read: one that recorded the access) and the file is still the one it named;
+    /// `nil` otherwise (then ask ``open(_:in:reading:)``). Opens a file on the calling thread (one
+    /// `open` and `fstat`, as nginx does on its event loop).
+    func fresh(_ id: BookID, reading: Bool) -> (CachedBookMetadata, OpenFile)? {
+        guard let entry = entries.withLock({ $0[id] }), ContinuousClock.now - entry.at < Self.freshness, entry.read || !reading
+        else { return nil }
+        let file: OpenFile
+        do {
+            file = try OpenFile(layout.path(forRelativePath: entry.book.localPath))
+        } catch {
+            // Gone, or not a file we send: the index says what is cached now.
+            return nil
+        }
+        guard file.identity == entry.file else {
+            file.close()
+            return nil
+        }
+        return (entry.book, file)
+    }
+
+    /// The cached book `id` names, and its file opened for a response: ``fresh(_:reading:)``, else asked of
+    /// the index (which records the access when `reading`).
+    /// - Throws: ``APIError`` (`notCached`, 404) when the book is not cached or its file cannot be
+    ///   opened.
+    func open(_ id: BookID, in manager: BookCacheManager, reading: Bool) async throws -> (CachedBookMetadata, OpenFile) {
+        if let found = fresh(id, reading: reading) { return found }
+        let now = ContinuousClock.now
+        let found = reading ? try await manager.read(id) : try await manager.metadata(for: id)
+        guard let book = found else { throw APIError.notFound(kind: "notCached", "\(id) is not cached") }
+        let file: OpenFile
+        do {
+            file = try OpenFile(layout.path(forRelativePath: book.localPath))
+        } catch {
+            throw APIError.notFound(kind: "notCached", "\(book.id)'s file cannot be read (\(error)); run bookcache verify")
+        }
+        entries.withLock { entries in
+            if entries.count >= Self.maxEntries { entries.removeAll() }
+            entries[id] = Entry(book: book, file: file.identity, at: now, read: reading)
+        }
+        return (book, file)
     }
 }

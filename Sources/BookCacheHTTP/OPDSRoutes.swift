@@ -81,7 +81,7 @@ extension APIServer {
         }
         for method in [HTTPRequest.Method.get, .head] {
             opds.on("books/:id/file", method: method) { request, context -> Response in
-                try await Self.fileResponse(request, context, manager: manager)
+                try await Self.fileResponse(request, context, served: servedBooks, manager: manager)
             }
             opds.on("books/:id/cover", method: method) { _, context -> Response in
                 try await Self.coverResponse(try await Self.book(context, in: manager), manager: manager, headOnly: method == .head)

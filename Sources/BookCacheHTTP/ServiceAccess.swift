@@ -1,6 +1,7 @@
 import BookCache
 import DownloadQueue
 import Foundation
+import HTTPTypes
 import Hummingbird
 import Synchronization
 
@@ -163,12 +164,17 @@ public final class ServiceAccess: Sendable {
     /// tried: a page on another port of the same host can set one (cookies ignore ports), and the
     /// browser may send it first, but it cannot displace the page's own.
     func credential(of request: Request) -> Credential {
-        if let authorization = request.headers[.authorization] {
+        credential(of: request.headers)
+    }
+
+    /// ``credential(of:)-(Request)`` of a request's header fields.
+    func credential(of headers: HTTPFields) -> Credential {
+        if let authorization = headers[.authorization] {
             let parts = authorization.split(separator: " ", maxSplits: 1)
             guard parts.count == 2, parts[0].lowercased() == "bearer" else { return .none }
             return Self.constantTimeEqual(HTTPText.trimmed(parts[1]), token) ? .token : .none
         }
-        for cookie in request.headers[values: .cookie].flatMap({ $0.split(separator: ";") }) {
+        for cookie in headers[values: .cookie].flatMap({ $0.split(separator: ";") }) {
             let pair = HTTPText.trimmed(cookie).split(separator: "=", maxSplits: 1)
             if pair.count == 2, pair[0] == Self.cookieName, useSession(String(pair[1])) { return .session }
         }
@@ -230,9 +236,19 @@ struct FrontDoorMiddleware<Context: RequestContext>: RouterMiddleware {
                 .misdirectedRequest, kind: "misdirectedRequest",
                 "this service answers only to \(allowedHosts.all.sorted().joined(separator: ", "))")
         }
-        response.headers[.xContentTypeOptions] = "nosniff"
-        response.headers[.init("Cross-Origin-Resource-Policy")!] = "same-origin"
+        ServiceHeaders.secure(&response.headers)
         return response
+    }
+}
+
+/// The headers every answer of the service carries.
+enum ServiceHeaders {
+    static let crossOriginResourcePolicy = HTTPField.Name("Cross-Origin-Resource-Policy")!
+
+    /// Adds them to `headers`.
+    static func secure(_ headers: inout HTTPFields) {
+        headers[.xContentTypeOptions] = "nosniff"
+        headers[crossOriginResourcePolicy] = "same-origin"
     }
 }
 

@@ -11,6 +11,7 @@ extension APIServer {
         let routes = RouteCollection(context: ServiceRequestContext.self)
         let service = self.service
         let manager = service.manager
+        let served = servedBooks
         routes.get("books") { request, _ -> Response in
             // With any of limit, after, sort, q, author, type or status: one page of the shelf,
             // `{"books": [...], "next": CURSOR}`, read from the index. Without: every book.
@@ -55,7 +56,7 @@ extension APIServer {
         }
         for method in [HTTPRequest.Method.get, .head] {
             routes.on("books/:id/file", method: method) { request, context -> Response in
-                try await Self.fileResponse(request, context, manager: manager)
+                try await Self.fileResponse(request, context, served: served, manager: manager)
             }
             routes.on("books/:id/cover", method: method) { _, context -> Response in
                 try await Self.coverResponse(try await Self.book(context, in: manager), manager: manager, headOnly: method == .head)
@@ -104,22 +105,15 @@ extension APIServer {
 
     /// The file of the book the route's `:id` names, as ``BookFile`` serves it, saved (or handed
     /// to the phone's reader) as `Title.epub`. A `GET` is a read and records the access (as
-    /// `bookcache path` does); a `HEAD` is not.
-    static func fileResponse(_ request: Request, _ context: ServiceRequestContext, manager: BookCacheManager) async throws -> Response {
+    /// `bookcache path` does; ``ServedBooks`` says how often); a `HEAD` is not.
+    static func fileResponse(_ request: Request, _ context: ServiceRequestContext, served: ServedBooks, manager: BookCacheManager)
+        async throws -> Response
+    {
         let headOnly = request.method == .head
-        let book = try await book(context, in: manager, reading: !headOnly)
-        let file: OpenFile
-        do {
-            file = try OpenFile(manager.layout.path(forRelativePath: book.localPath))
-        } catch {
-            throw APIError.notFound(kind: "notCached", "\(book.id)'s file cannot be read (\(error)); run bookcache verify")
-        }
-        var response = BookFile.response(
+        let (book, file) = try await served.open(try bookID(context), in: manager, reading: !headOnly)
+        return BookFile.response(
             file: file, book: book, range: request.headers[.range], ifRange: request.headers[.ifRange], headOnly: headOnly,
             channel: context.channel)
-        response.headers[.contentDisposition] = attachment(book)
-        response.headers[.contentSecurityPolicy] = "sandbox; default-src 'none'"
-        return response
     }
 
     /// A book's cached cover, with its media type; 404 when it has none.
