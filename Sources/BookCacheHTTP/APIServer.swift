@@ -58,6 +58,8 @@ public struct APIServer: Sendable {
     let logger: Logger
     /// The books whose files were served in the last second (both file routes and the fast one).
     let servedBooks: ServedBooks
+    /// The e-readers' logins.
+    let readers: ReaderLogins
 
     /// Creates a server.
     /// - Parameters:
@@ -71,6 +73,7 @@ public struct APIServer: Sendable {
         self.options = options
         self.logger = logger
         self.servedBooks = ServedBooks(layout: service.manager.layout)
+        self.readers = ReaderLogins(cacheRoot: service.manager.layout.root)
     }
 
     /// Runs the server and the service until SIGTERM or SIGINT: then it stops accepting
@@ -84,7 +87,7 @@ public struct APIServer: Sendable {
         let runner = QueueRunner(service: service, logger: logger)
         let idle = options.idleTimeout.components
         let door = FastFileRoute.Door(
-            allowedHosts: allowed, access: access, manager: service.manager, served: servedBooks, dates: HTTPDates())
+            allowedHosts: allowed, access: access, readers: readers, manager: service.manager, served: servedBooks, dates: HTTPDates())
         let app = Application(
             router: router,
             server: HTTPServerBuilder { responder in
@@ -133,7 +136,7 @@ public struct APIServer: Sendable {
         // the login link and the proof.
         router.addRoutes(pageRoutes())
         // The catalogue for e-readers: its own door (a reader login, or the token or a session).
-        addOPDSRoutes(to: router, readers: ReaderLogins(cacheRoot: service.manager.layout.root))
+        addOPDSRoutes(to: router, readers: readers)
         // Default deny: everything below, and every path no route matches, needs the token or
         // a session, decided on the route the router matched — never on how the path is spelled.
         router.add(middleware: RequireAccessMiddleware(access: access))

@@ -7,19 +7,21 @@ import NIOCore
 import NIOHTTPTypes
 import Synchronization
 
-/// `GET` and `HEAD /api/v1/books/:id/file` with the service's token, answered in the connection's
-/// pipeline on its event loop, where Hummingbird would hand the request to a task and its answer
-/// back (two thread hops a request: a third of the CPU of a file sent with `sendfile`).
+/// `GET` and `HEAD` of a book's file answered in the connection's pipeline on its event loop,
+/// where Hummingbird would hand the request to a task and its answer back (two thread hops a
+/// request: a third of the CPU of a file sent with `sendfile`).
 ///
-/// It takes only what the router would answer with the file route: a `GET` or `HEAD` without a
-/// body, to an allowed `Host`, in the one accepted spelling of that path and no query, with the
-/// token in `Authorization` (``ServiceAccess/credential(of:)-(HTTPFields)``, the decision the
-/// router's door makes), a valid book id, no `Connection` or `Expect` field, and nothing of the
-/// router's still being answered on the connection. The book is looked up as the route looks it
-/// up (``ServedBooks``), the answer's head is the route's (``BookFile/answer(file:book:range:ifRange:headOnly:)``,
-/// with `Date` as Hummingbird adds it), and the file goes out through ``FileRegionHandler``. Every
-/// other request, and one whose book is not there, goes on to the router unchanged, which answers
-/// it (its errors included) as it always did.
+/// It takes only what the router would answer with a file route: a `GET` or `HEAD` without a
+/// body, to an allowed `Host`, in the one accepted spelling and no query, of
+/// `/api/v1/books/:id/file` with the token (``ServiceAccess/credential(of:)-(HTTPFields)``, the
+/// decision the router's doors make) or of `/opds/books/:id/file` with the token or a reader
+/// login the catalogue's door let in lately (``ReaderLogins/knows(basic:)``); a valid book id, no
+/// `Connection` or `Expect` field, and nothing of the router's still being answered on the
+/// connection. The book is looked up as the route looks it up (``ServedBooks``), the answer's head
+/// is the route's (``BookFile/answer(file:book:range:ifRange:headOnly:)``, with `Date` as
+/// Hummingbird adds it), and the file goes out through ``FileRegionHandler``. Every other
+/// request, and one whose book is not there, goes on to the router unchanged, which answers it
+/// (its errors included) as it always did.
 ///
 /// Order is kept: a request the handler takes waits until the router's answers before it are
 /// written, and parts that arrive while the handler answers (pipelined requests) wait until its
@@ -34,6 +36,7 @@ final class FastFileRoute: ChannelDuplexHandler, RemovableChannelHandler {
     struct Door: Sendable {
         let allowedHosts: HostList
         let access: ServiceAccess
+        let readers: ReaderLogins
         let manager: BookCacheManager
         let served: ServedBooks
         let dates: HTTPDates
@@ -46,14 +49,29 @@ final class FastFileRoute: ChannelDuplexHandler, RemovableChannelHandler {
                 let path = head.path, !path.contains("?"), RequestTarget.problem(path) == nil
             else { return nil }
             let segments = path.split(separator: "/", omittingEmptySubsequences: false)
-            guard segments.count == 6, segments[1] == "api", segments[2] == "v1", segments[3] == "books", segments[5] == "file"
-            else { return nil }
             let fields = head.headerFields
-            guard fields[.transferEncoding] == nil, fields[.contentLength] == nil, fields[.expect] == nil,
-                fields[.connection] == nil, access.credential(of: fields) == .token
+            guard fields[.transferEncoding] == nil, fields[.contentLength] == nil, fields[.expect] == nil, fields[.connection] == nil
             else { return nil }
+            let id: Substring
+            switch segments.count {
+            case 6 where segments[1] == "api" && segments[2] == "v1" && segments[3] == "books" && segments[5] == "file":
+                // The API's door: the token
+                guard access.credential(of: fields) == .token else { return nil }
+                id = segments[4]
+            case 5 where segments[1] == "opds" && segments[2] == "books" && segments[4] == "file":
+                // The catalogue's door: a reader login it let in lately (a Basic value is never
+                // taken as the token there), or the token
+                if let authorization = fields[.authorization], authorization.lowercased().hasPrefix("basic") {
+                    guard readers.knows(basic: authorization) else { return nil }
+                } else {
+                    guard access.credential(of: fields) == .token else { return nil }
+                }
+                id = segments[3]
+            default:
+                return nil
+            }
             do {
-                return (try BookID(parsing: String(segments[4])), head.method == .head)
+                return (try BookID(parsing: String(id)), head.method == .head)
             } catch {
                 // Not a book id: the router answers 400, with its words.
                 return nil

@@ -146,6 +146,16 @@ final class ReaderLogins: Sendable {
         return matches ? .reader : .wrong
     }
 
+    /// Whether `authorization` is a Basic login that passed ``check(basic:client:)`` within
+    /// ``verifiedLifetime`` and is still the reader login on disk: no hash, no count, no wait (for
+    /// ``FastFileRoute``; anything else is the door's to answer).
+    func knows(basic authorization: String) -> Bool {
+        guard authorization.utf8.count <= 8192, current().0 != nil else { return false }
+        let key = SHA256Hasher.hex(of: Data(authorization.utf8))
+        let at = now()
+        return gate.withLock { gate in gate.verified[key].map { at - $0 < Self.verifiedLifetime } ?? false }
+    }
+
     /// The login on disk, read again when the file changed.
     private func current() -> (ReaderPassword?, String?) {
         let file = CacheLayout(root: cacheRoot).readerPasswordFile

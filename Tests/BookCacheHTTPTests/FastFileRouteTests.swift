@@ -11,16 +11,20 @@ import Testing
 /// spawned-process tests compare with the taken ones').
 @Suite("The file route in the connection's pipeline")
 struct FastFileRouteTests {
-    @Test("it takes GET and HEAD of a book's file with the token, to an allowed Host, in the one spelling, and nothing else")
-    func takesOnlyTheFileRouteBehindTheToken() throws {
+    @Test(
+        "it takes GET and HEAD of a book's file with the token (or, in the catalogue, a reader login let in), to an allowed Host, in the one spelling, and nothing else"
+    )
+    func takesOnlyTheFileRouteBehindTheToken() async throws {
         let directory = try TemporaryDirectory("fast-file-route")
         defer { directory.remove() }
         let root = directory.path("cache")
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         let manager = BookCacheManager(configuration: .init(rootDirectory: root))
         let access = try ServiceAccess(tokenFile: root.appendingPathComponent("service.token"))
+        let readers = ReaderLogins(cacheRoot: root)
         let door = FastFileRoute.Door(
-            allowedHosts: HostList(APIServer.allowedHosts(host: "127.0.0.1", port: 8787)), access: access, manager: manager,
+            allowedHosts: HostList(APIServer.allowedHosts(host: "127.0.0.1", port: 8787)), access: access, readers: readers,
+            manager: manager,
             served: ServedBooks(layout: manager.layout), dates: HTTPDates())
         func request(
             _ method: HTTPRequest.Method = .get, _ path: String = "/api/v1/books/ebook-alice/file", host: String = "127.0.0.1:8787",
@@ -56,7 +60,6 @@ struct FastFileRouteTests {
             ("..", request(.get, "/api/v1/books/../books/ebook-alice/file")), ("%2F", request(.get, "/api/v1/books/ebook%2Falice/file")),
             ("upper case", request(.get, "/API/v1/books/ebook-alice/file")),
             ("the cover", request(.get, "/api/v1/books/ebook-alice/cover")),
-            ("the catalogue's path", request(.get, "/opds/books/ebook-alice/file")),
             ("not an id", request(.get, "/api/v1/books/alice/file")),
             ("a body", request(.get, "/api/v1/books/ebook-alice/file", [.contentLength: "4"])),
             ("an empty body's length", request(.get, "/api/v1/books/ebook-alice/file", [.contentLength: "0"])),
@@ -67,6 +70,27 @@ struct FastFileRouteTests {
         for (name, head) in refused {
             #expect(door.takes(head) == nil, "\(name)")
         }
+
+        // The catalogue's file: the token, or a reader login its door let in (and only while it is
+        // still the login on disk)
+        let opds = "/opds/books/ebook-alice/file"
+        #expect(door.takes(request(.get, opds))?.id.description == "ebook-alice")
+        let basic = "Basic " + Data("kobo:correct horse".utf8).base64EncodedString()
+        let wrong = "Basic " + Data("kobo:wrong".utf8).base64EncodedString()
+        #expect(door.takes(request(.get, opds, [.authorization: basic], token: false)) == nil, "no reader login is set")
+        try ReaderPassword(user: "kobo", password: "correct horse").write(in: root)
+        #expect(door.takes(request(.get, opds, [.authorization: basic], token: false)) == nil, "not let in by the door yet")
+        #expect(await readers.check(basic: wrong, client: "127.0.0.1") == .wrong)
+        #expect(door.takes(request(.get, opds, [.authorization: wrong], token: false)) == nil)
+        #expect(await readers.check(basic: basic, client: "127.0.0.1") == .reader)
+        #expect(door.takes(request(.head, opds, [.authorization: basic], token: false))?.headOnly == true)
+        #expect(door.takes(request(.get, "/api/v1/books/ebook-alice/file", [.authorization: basic], token: false)) == nil, "not the API's")
+        #expect(door.takes(request(.get, "/opds/books/ebook-alice/cover", [.authorization: basic], token: false)) == nil)
+        #expect(
+            door.takes(request(.get, opds, [.cookie: "\(ServiceAccess.cookieName)=\(session)"], token: false)) == nil,
+            "a session: the door's origin checks")
+        try ReaderPassword(user: "kobo", password: "another one").write(in: root)
+        #expect(door.takes(request(.get, opds, [.authorization: basic], token: false)) == nil, "the login changed on disk")
     }
 
     @Test("the Date field is an IMF-fixdate of now")
