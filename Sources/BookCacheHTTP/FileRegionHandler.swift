@@ -5,6 +5,10 @@ import NIOHTTPTypes
 import NIOHTTPTypesHTTP1
 import Synchronization
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// Sends a book's file to the socket with `sendfile(2)`, as nginx does, where Hummingbird's
 /// response writer takes only buffers (every byte read into memory and written out again).
 ///
@@ -117,9 +121,16 @@ final class FileRegionHandler: ChannelOutboundHandler, RemovableChannelHandler {
         }
         let handle = NIOFileHandle(_deprecatedTakingOwnershipOfDescriptor: descriptor)
         let region = FileRegion(fileHandle: handle, readerIndex: Int(send.offset), endIndex: Int(send.offset + send.length))
+        // Corked while the head and the file go out, as nginx's tcp_nopush: full segments, the
+        // head in the first, rather than each piece pushed as it is written (NIO sets TCP_NODELAY)
+        Self.cork(context.channel, true)
         context.write(wrapOutboundOut(.head(head)), promise: promise)
         let sent = context.eventLoop.makePromise(of: Void.self)
-        sent.futureResult.whenComplete { _ in Self.close(handle) }
+        let channel = context.channel
+        sent.futureResult.whenComplete { _ in
+            Self.close(handle)
+            Self.cork(channel, false)
+        }
         codec.write(NIOAny(HTTPServerResponsePart.body(.fileRegion(region))), promise: sent)
     }
 
@@ -128,6 +139,16 @@ final class FileRegionHandler: ChannelOutboundHandler, RemovableChannelHandler {
         registered = nil
         handOver.closeAll()
         codec = nil
+    }
+
+    /// Sets `TCP_CORK` on the connection's socket. Only how the bytes are cut into segments
+    /// depends on it: a socket that refuses it sends them as before.
+    private static func cork(_ channel: any Channel, _ on: Bool) {
+        do {
+            try channel.syncOptions?.setOption(.tcpOption(.init(rawValue: TCP_CORK)), value: on ? 1 : 0)
+        } catch {
+            // Not a TCP socket (or closed): nothing to hold back.
+        }
     }
 
     /// Closes a file that was only read; closing it cannot lose anything, so its error is not
