@@ -4,7 +4,9 @@ import HTTPTypes
 import HummingbirdCore
 import Logging
 import NIOCore
+import NIOHTTP1
 import NIOHTTPTypes
+import NIOHTTPTypesHTTP1
 import Synchronization
 
 /// `GET` and `HEAD` of a book's file answered in the connection's pipeline on its event loop,
@@ -222,7 +224,8 @@ final class FastFileRoute: ChannelDuplexHandler, RemovableChannelHandler {
 
 /// Hummingbird's HTTP/1 connection with ``FastFileRoute`` after its connection-state handler
 /// (which so counts the requests it answers for the idle timeout and graceful shutdown) and
-/// before the handler that gives requests to the router.
+/// before the handler that gives requests to the router; and ``HTTP10Close`` before the codec
+/// that drops the request's version.
 struct ServiceHTTP1Channel: ServerChildChannel {
     typealias Value = HTTP1Channel.Value
 
@@ -233,6 +236,7 @@ struct ServiceHTTP1Channel: ServerChildChannel {
         let door = self.door
         return base.setup(channel: channel, logger: logger).flatMapThrowing { value in
             let pipeline = channel.pipeline.syncOperations
+            try pipeline.addHandler(HTTP10Close(), position: .before(try pipeline.handler(type: HTTP1ToHTTPServerCodec.self)))
             try pipeline.addHandler(
                 FastFileRoute(door: door), position: .after(try pipeline.handler(type: HTTPConnectionStateHandler.self)))
             return value
@@ -241,6 +245,25 @@ struct ServiceHTTP1Channel: ServerChildChannel {
 
     func handle(value: Value, logger: Logger) async {
         await base.handle(value: value, logger: logger)
+    }
+}
+
+/// An HTTP/1.0 request without `Connection: keep-alive` ends its connection (RFC 9112 §9.3): it
+/// is marked `Connection: close` before the request's version is dropped (HTTP types have none),
+/// so the service closes the connection after the answer instead of reading the client's next
+/// request, on a connection it ended, as an error (`400`).
+final class HTTP10Close: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias InboundOut = HTTPServerRequestPart
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard case .head(var head) = unwrapInboundIn(data), head.version.major == 1, head.version.minor == 0, !head.isKeepAlive
+        else {
+            context.fireChannelRead(data)
+            return
+        }
+        head.headers.replaceOrAdd(name: "Connection", value: "close")
+        context.fireChannelRead(wrapInboundOut(.head(head)))
     }
 }
 

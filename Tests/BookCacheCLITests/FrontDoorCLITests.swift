@@ -328,6 +328,26 @@ struct FrontDoorCLITests {
         }
     }
 
+    @Test(
+        "HTTP/1.0: a request without keep-alive is answered and its connection closed, so a client asking again (curl --http1.0) gets its second answer too"
+    )
+    func http10() async throws {
+        try await withServerAndDirectory(directory: Fixtures.books) { server, dir in
+            let service = try await Service.start(cache: dir.path("cache").path)
+            defer { service.process.send(SIGKILL) }
+            let job = try await service.http("POST", "/api/v1/jobs", body: #"{"url": "\#(server.baseURL)/alice.epub", "id": "alice"}"#)
+            let id = try #require((job.json["jobs"] as? [[String: Any]])?.first?["id"] as? String)
+            #expect(try await service.http("GET", "/api/v1/jobs/\(id)?wait=60").json["state"] as? String == "cached")
+            // The router's answers and the file's (answered in the pipeline), two of each, one curl
+            let paths = ["/api/v1/stats", "/api/v1/stats", "/api/v1/books/ebook-alice/file", "/api/v1/books/ebook-alice/file"]
+            let answers = try await ProcessRunner.run(
+                at: URL(fileURLWithPath: "/usr/bin/curl"),
+                ["-s", "--http1.0", "-w", "%{http_code}\n", "-H", "Authorization: Bearer \(service.token)"]
+                    + paths.flatMap { ["-o", "/dev/null", service.base + $0] })
+            #expect(answers.stdout.split(separator: "\n") == ["200", "200", "200", "200"], "\(answers.stdout)")
+        }
+    }
+
     /// Reads from `socket` until the server closes it (recv returns 0) or `limit` passes; true
     /// when it closed. The wait is for an event, the limit only a guard.
     static func waitForClose(_ fd: Int32, limit: Int32 = 60_000) -> Bool {
