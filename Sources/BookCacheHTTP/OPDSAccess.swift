@@ -29,6 +29,8 @@ final class ReaderLogins: Sendable {
     static let maxHashing = 1
 
     private let cacheRoot: URL
+    /// The login file's path, made once (its folder's layout is built from URLs).
+    private let loginPath: String
     private let now: @Sendable () -> ContinuousClock.Instant
 
     private struct Loaded {
@@ -43,6 +45,7 @@ final class ReaderLogins: Sendable {
 
     init(cacheRoot: URL, now: @escaping @Sendable () -> ContinuousClock.Instant = { ContinuousClock.now }) {
         self.cacheRoot = cacheRoot
+        self.loginPath = CacheLayout(root: cacheRoot).readerPasswordFile.path
         self.now = now
     }
 
@@ -158,17 +161,15 @@ final class ReaderLogins: Sendable {
 
     /// The login on disk, read again when the file changed.
     private func current() -> (ReaderPassword?, String?) {
-        let file = CacheLayout(root: cacheRoot).readerPasswordFile
-        let stamp: [Int64]
-        if let attributes = try? FileManager.default.attributesOfItem(atPath: file.path) {
-            stamp = [
-                (attributes[.systemFileNumber] as? NSNumber)?.int64Value ?? 0, (attributes[.size] as? NSNumber)?.int64Value ?? 0,
-                Int64(((attributes[.modificationDate] as? Date)?.timeIntervalSince1970 ?? 0) * 1e6),
-                (attributes[.posixPermissions] as? NSNumber)?.int64Value ?? 0,
-            ]
-        } else {
-            stamp = []
-        }
+        // One stat a request (every file the catalogue's door lets a reader fetch asks): no
+        // attribute dictionary. A file that cannot be stat'ed has no stamp and is read (and refused).
+        var info = stat()
+        let stamp: [Int64] =
+            stat(loginPath, &info) == 0
+            ? [
+                Int64(info.st_ino), Int64(info.st_size), Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec),
+                Int64(info.st_mode & 0o7777),
+            ] : []
         if let cached = loaded.withLock({ $0.stamp == stamp && !stamp.isEmpty ? ($0.login, $0.loadProblem) : nil }) {
             return cached
         }
