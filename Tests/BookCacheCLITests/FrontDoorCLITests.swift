@@ -181,11 +181,8 @@ struct FrontDoorCLITests {
     )
     func fileHeadAndIfRange() async throws {
         try await withServerAndDirectory(directory: Fixtures.books) { server, dir in
-            let service = try await Service.start(cache: dir.path("cache").path)
+            let service = try await Self.serviceWithAlice(cache: dir.path("cache").path, from: server)
             defer { service.process.send(SIGKILL) }
-            let job = try await service.http("POST", "/api/v1/jobs", body: #"{"url": "\#(server.baseURL)/alice.epub", "id": "alice"}"#)
-            let id = try #require((job.json["jobs"] as? [[String: Any]])?.first?["id"] as? String)
-            #expect(try await service.http("GET", "/api/v1/jobs/\(id)?wait=60").json["state"] as? String == "cached")
             let alice = try Fixtures.data("alice.epub")
             let file = "/api/v1/books/ebook-alice/file"
             let readBefore = try await service.http("GET", "/api/v1/books/ebook-alice").json["lastAccessedAt"] as? String
@@ -333,11 +330,8 @@ struct FrontDoorCLITests {
     )
     func http10() async throws {
         try await withServerAndDirectory(directory: Fixtures.books) { server, dir in
-            let service = try await Service.start(cache: dir.path("cache").path)
+            let service = try await Self.serviceWithAlice(cache: dir.path("cache").path, from: server)
             defer { service.process.send(SIGKILL) }
-            let job = try await service.http("POST", "/api/v1/jobs", body: #"{"url": "\#(server.baseURL)/alice.epub", "id": "alice"}"#)
-            let id = try #require((job.json["jobs"] as? [[String: Any]])?.first?["id"] as? String)
-            #expect(try await service.http("GET", "/api/v1/jobs/\(id)?wait=60").json["state"] as? String == "cached")
             // The router's answers and the file's (answered in the pipeline), two of each, one curl
             let paths = ["/api/v1/stats", "/api/v1/stats", "/api/v1/books/ebook-alice/file", "/api/v1/books/ebook-alice/file"]
             let answers = try await ProcessRunner.run(
@@ -345,6 +339,20 @@ struct FrontDoorCLITests {
                 ["-s", "--http1.0", "-w", "%{http_code}\n", "-H", "Authorization: Bearer \(service.token)"]
                     + paths.flatMap { ["-o", "/dev/null", service.base + $0] })
             #expect(answers.stdout.split(separator: "\n") == ["200", "200", "200", "200"], "\(answers.stdout)")
+        }
+    }
+
+    /// A service started on `cache` that has cached alice.epub from `server` (as `ebook-alice`) through a job.
+    static func serviceWithAlice(cache: String, from server: TestHTTPServer) async throws -> Service {
+        let service = try await Service.start(cache: cache)
+        do {
+            let job = try await service.http("POST", "/api/v1/jobs", body: #"{"url": "\#(server.baseURL)/alice.epub", "id": "alice"}"#)
+            let id = try #require((job.json["jobs"] as? [[String: Any]])?.first?["id"] as? String)
+            #expect(try await service.http("GET", "/api/v1/jobs/\(id)?wait=60").json["state"] as? String == "cached")
+            return service
+        } catch {
+            service.process.send(SIGKILL)
+            throw error
         }
     }
 
