@@ -342,6 +342,99 @@ struct FrontDoorCLITests {
         }
     }
 
+    @Test(
+        "pipelined at random: 150 requests the pipeline answers (ranges, HEAD) and the router answers (a record, stats, a book not cached, a wrong token), sent in pieces of random size; every answer its own, in order"
+    )
+    func pipelinedAtRandom() async throws {
+        try await withServerAndDirectory(directory: Fixtures.books) { server, dir in
+            let service = try await Self.serviceWithAlice(cache: dir.path("cache").path, from: server)
+            defer { service.process.send(SIGKILL) }
+            let alice = try Fixtures.data("alice.epub")
+            let port = try #require(service.base.split(separator: ":").last)
+            enum Ask { case range(Int, Int), head, record, stats, notCached, wrongToken }
+            var generator = SplitMix64(seed: 0xF11E)
+            var asks: [Ask] = []
+            for _ in 0..<150 {
+                switch Int.random(in: 0..<8, using: &generator) {
+                case 0, 1, 2:
+                    let from = Int.random(in: 0..<alice.count, using: &generator)
+                    asks.append(.range(from, Int.random(in: from..<alice.count, using: &generator)))
+                case 3: asks.append(.head)
+                case 4: asks.append(.record)
+                case 5: asks.append(.stats)
+                case 6: asks.append(.notCached)
+                default: asks.append(.wrongToken)
+                }
+            }
+            let auth = "Authorization: Bearer \(service.token)"
+            var stream = ""
+            for (index, ask) in asks.enumerated() {
+                let (method, path, fields): (String, String, String) =
+                    switch ask {
+                    case .range(let from, let to): ("GET", "/api/v1/books/ebook-alice/file", "\(auth)\r\nRange: bytes=\(from)-\(to)")
+                    case .head: ("HEAD", "/api/v1/books/ebook-alice/file", auth)
+                    case .record: ("GET", "/api/v1/books/ebook-alice", auth)
+                    case .stats: ("GET", "/api/v1/stats", auth)
+                    case .notCached: ("GET", "/api/v1/books/ebook-nope/file", auth)
+                    case .wrongToken: ("GET", "/api/v1/books/ebook-alice/file", "Authorization: Bearer nope")
+                    }
+                stream += "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\n\(fields)\r\n"
+                stream += index == asks.count - 1 ? "Connection: close\r\n\r\n" : "\r\n"
+            }
+            // Sent in pieces of 1 to 600 bytes, so requests arrive split and several at once
+            let socket = try Self.connect(service.base, sending: "")
+            defer { close(socket) }
+            var bytes = Array(stream.utf8)[...]
+            while !bytes.isEmpty {
+                let piece = bytes.prefix(Int.random(in: 1...600, using: &generator))
+                let sent = piece.withUnsafeBytes { send(socket, $0.baseAddress, $0.count, 0) }
+                try #require(sent > 0)
+                bytes = bytes.dropFirst(sent)
+            }
+            var answers = [UInt8]()
+            var buffer = [UInt8](repeating: 0, count: 65536)
+            while true {
+                var poller = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
+                guard poll(&poller, 1, 60_000) == 1 else { break }
+                let count = recv(socket, &buffer, buffer.count, 0)
+                if count <= 0 { break }
+                answers += buffer[..<count]
+            }
+            var rest = answers[...]
+            for (index, ask) in asks.enumerated() {
+                let end = try #require(
+                    rest.indices.first { rest[$0...].starts(with: Array("\r\n\r\n".utf8)) }, "answer \(index): \(rest.count) bytes left")
+                let head = String(decoding: rest[..<end], as: UTF8.self).lowercased()
+                let length = try #require(
+                    head.split(separator: "\r\n").first { $0.hasPrefix("content-length:") }.flatMap {
+                        Int($0.dropFirst(15).trimmingCharacters(in: .whitespaces))
+                    }, "\(head)")
+                let bodyLength: Int
+                if case .head = ask { bodyLength = 0 } else { bodyLength = length }
+                let body = Data(rest[(end + 4)...].prefix(bodyLength))
+                rest = rest[(end + 4 + body.count)...]
+                switch ask {
+                case .range(let from, let to):
+                    #expect(head.hasPrefix("http/1.1 206") && body == alice[from...to], "answer \(index): \(head)")
+                case .head:
+                    #expect(head.hasPrefix("http/1.1 200") && length == alice.count, "answer \(index): \(head)")
+                case .record:
+                    #expect(
+                        head.hasPrefix("http/1.1 200") && String(decoding: body, as: UTF8.self).contains("\"ebook-alice\""),
+                        "answer \(index)")
+                case .stats:
+                    #expect(
+                        head.hasPrefix("http/1.1 200") && String(decoding: body, as: UTF8.self).contains("totalCount"), "answer \(index)")
+                case .notCached:
+                    #expect(head.hasPrefix("http/1.1 404"), "answer \(index): \(head)")
+                case .wrongToken:
+                    #expect(head.hasPrefix("http/1.1 401"), "answer \(index): \(head)")
+                }
+            }
+            #expect(rest.isEmpty)
+        }
+    }
+
     /// A service started on `cache` that has cached alice.epub from `server` (as `ebook-alice`) through a job.
     static func serviceWithAlice(cache: String, from server: TestHTTPServer) async throws -> Service {
         let service = try await Service.start(cache: cache)
