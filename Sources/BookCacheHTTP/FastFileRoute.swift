@@ -167,11 +167,14 @@ final class FastFileRoute: ChannelDuplexHandler, RemovableChannelHandler {
                 found?.1.close()
                 return
             }
-            guard let (book, file) = found else {
+            if let (book, file) = found {
+                self.answer(head, book: book, file: file, headOnly: headOnly, context: context)
+            } else {
                 self.giveUp(head, context: context)
-                return
             }
-            self.answer(head, book: book, file: file, headOnly: headOnly, context: context)
+            // Outside a read: what was given to the router meanwhile (this request, or parts that
+            // waited) is delivered on a read's completion, so one is signalled.
+            context.fireChannelReadComplete()
         }
     }
 
@@ -205,7 +208,6 @@ final class FastFileRoute: ChannelDuplexHandler, RemovableChannelHandler {
     private func giveUp(_ head: HTTPRequest, context: ChannelHandlerContext) {
         ownEndDue = false
         forward(head, context: context)
-        context.fireChannelReadComplete()
         answered(context: context)
     }
 
