@@ -247,28 +247,11 @@ struct FrontDoorCLITests {
             }
             let socket = try Self.connect(service.base, sending: requests.joined())
             defer { close(socket) }
-            var answers = Data()
-            var buffer = [UInt8](repeating: 0, count: 65536)
-            while true {
-                var poller = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
-                guard poll(&poller, 1, 60_000) == 1 else { break }
-                let count = recv(socket, &buffer, buffer.count, 0)
-                if count <= 0 { break }
-                answers.append(contentsOf: buffer[..<count])
-            }
             // Each answer: a head, then exactly Content-Length bytes
-            var rest = [UInt8](answers)
+            var rest = Self.readUntilClosed(socket)[...]
             for ask in asks {
-                let end = try #require(
-                    rest.indices.first { rest[$0...].starts(with: Array("\r\n\r\n".utf8)) }, "an answer's head: \(rest.count) bytes left")
-                let head = String(decoding: rest[..<end], as: UTF8.self).lowercased()
-                let length = try #require(
-                    head.split(separator: "\r\n").first { $0.hasPrefix("content-length:") }.flatMap {
-                        Int($0.dropFirst(15).trimmingCharacters(in: .whitespaces))
-                    },
-                    "\(head)")
-                let body = Data(rest[(end + 4)...].prefix(length))
-                rest = Array(rest[(end + 4 + body.count)...])
+                let (head, bodyBytes) = try Self.nextAnswer(from: &rest, headOnly: false)
+                let body = Data(bodyBytes)
                 switch (ask.path, ask.range) {
                 case (file, let range?):
                     #expect(head.hasPrefix("http/1.1 206"), "\(head)")
@@ -391,28 +374,13 @@ struct FrontDoorCLITests {
                 try #require(sent > 0)
                 bytes = bytes.dropFirst(sent)
             }
-            var answers = [UInt8]()
-            var buffer = [UInt8](repeating: 0, count: 65536)
-            while true {
-                var poller = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
-                guard poll(&poller, 1, 60_000) == 1 else { break }
-                let count = recv(socket, &buffer, buffer.count, 0)
-                if count <= 0 { break }
-                answers += buffer[..<count]
-            }
-            var rest = answers[...]
+            var rest = Self.readUntilClosed(socket)[...]
             for (index, ask) in asks.enumerated() {
-                let end = try #require(
-                    rest.indices.first { rest[$0...].starts(with: Array("\r\n\r\n".utf8)) }, "answer \(index): \(rest.count) bytes left")
-                let head = String(decoding: rest[..<end], as: UTF8.self).lowercased()
-                let length = try #require(
-                    head.split(separator: "\r\n").first { $0.hasPrefix("content-length:") }.flatMap {
-                        Int($0.dropFirst(15).trimmingCharacters(in: .whitespaces))
-                    }, "\(head)")
-                let bodyLength: Int
-                if case .head = ask { bodyLength = 0 } else { bodyLength = length }
-                let body = Data(rest[(end + 4)...].prefix(bodyLength))
-                rest = rest[(end + 4 + body.count)...]
+                var headOnly = false
+                if case .head = ask { headOnly = true }
+                let (head, bodyBytes) = try Self.nextAnswer(from: &rest, headOnly: headOnly, "answer \(index)")
+                let body = Data(bodyBytes)
+                let length = try #require(Self.contentLength(head))
                 switch ask {
                 case .range(let from, let to):
                     #expect(head.hasPrefix("http/1.1 206") && body == alice[from...to], "answer \(index): \(head)")
@@ -432,6 +400,41 @@ struct FrontDoorCLITests {
                 }
             }
             #expect(rest.isEmpty)
+        }
+    }
+
+    /// Everything `socket` receives until the server closes it (or nothing comes for 60 s).
+    static func readUntilClosed(_ socket: Int32) -> [UInt8] {
+        var answers = [UInt8]()
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while true {
+            var poller = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
+            guard poll(&poller, 1, 60_000) == 1 else { break }
+            let count = recv(socket, &buffer, buffer.count, 0)
+            if count <= 0 { break }
+            answers += buffer[..<count]
+        }
+        return answers
+    }
+
+    /// The next HTTP/1.1 answer at the start of `rest`, taken off it: its head (lowercased) and
+    /// its body, `Content-Length` bytes (none for the answer to a `HEAD`).
+    static func nextAnswer(from rest: inout ArraySlice<UInt8>, headOnly: Bool, _ name: String = "an answer") throws -> (
+        head: String, body: ArraySlice<UInt8>
+    ) {
+        let end = try #require(
+            rest.indices.first { rest[$0...].starts(with: Array("\r\n\r\n".utf8)) }, "\(name)'s head: \(rest.count) bytes left")
+        let head = String(decoding: rest[..<end], as: UTF8.self).lowercased()
+        let length = try #require(contentLength(head), "\(head)")
+        let body = rest[(end + 4)...].prefix(headOnly ? 0 : length)
+        rest = rest[(end + 4 + body.count)...]
+        return (head, body)
+    }
+
+    /// The `Content-Length` of a lowercased head.
+    static func contentLength(_ head: String) -> Int? {
+        head.split(separator: "\r\n").first { $0.hasPrefix("content-length:") }.flatMap {
+            Int($0.dropFirst(15).trimmingCharacters(in: .whitespaces))
         }
     }
 
