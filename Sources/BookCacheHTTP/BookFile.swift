@@ -41,7 +41,9 @@ enum BookFile {
             headers: [
                 .contentType: book.format == .pdf ? "application/pdf" : "application/epub+zip",
                 .acceptRanges: "bytes", .cacheControl: "no-store", .eTag: etag,
+                .contentDisposition: APIServer.attachment(book), .contentSecurityPolicy: "sandbox; default-src 'none'",
             ])
+        ServiceHeaders.secure(&answer.headers)
         var first: Int64 = 0
         var last = size - 1
         // An If-Range that is not this file's strong entity tag (a weak tag or a date, since no
@@ -51,7 +53,7 @@ enum BookFile {
             guard let (from, to) = parsed else {
                 answer.status = .rangeNotSatisfiable
                 answer.headers[.contentRange] = "bytes */\(size)"
-                ServiceHeaders.secure(&answer.headers)
+                answer.headers[.contentLength] = "0"
                 return answer
             }
             (first, last) = (from, to)
@@ -60,9 +62,6 @@ enum BookFile {
         }
         let length = max(0, last - first + 1)
         answer.headers[.contentLength] = String(length)
-        answer.headers[.contentDisposition] = APIServer.attachment(book)
-        answer.headers[.contentSecurityPolicy] = "sandbox; default-src 'none'"
-        ServiceHeaders.secure(&answer.headers)
         if !headOnly { (answer.offset, answer.length) = (first, length) }
         return answer
     }
@@ -84,10 +83,8 @@ enum BookFile {
             answer.headers[FileRegionHandler.marker] = String(number)
             return Response(status: answer.status, headers: answer.headers)
         }
-        let headers = answer.headers
-        let status = answer.status
         return Response(
-            status: status, headers: headers,
+            status: answer.status, headers: answer.headers,
             body: ResponseBody(contentLength: Int(length)) { writer in
                 defer { file.close() }
                 var offset = start
@@ -134,7 +131,7 @@ final class OpenFile: @unchecked Sendable {
     private let lock = NSLock()
     private var closed = false
     /// The file's size when it was opened.
-    let size: Int64
+    var size: Int64 { identity.size }
     /// Which file this is: a book published again is a new file (a rename over the old), so a
     /// different identity.
     let identity: Identity
@@ -165,7 +162,6 @@ final class OpenFile: @unchecked Sendable {
             throw FileSystem.CallError(operation: "stat", path: name(), code: code == 0 ? EINVAL : code)
         }
         self.fd = fd
-        self.size = Int64(info.st_size)
         self.identity = Identity(
             device: UInt64(info.st_dev), inode: UInt64(info.st_ino), size: Int64(info.st_size), modified: Int64(info.st_mtim.tv_sec),
             modifiedNanoseconds: Int(info.st_mtim.tv_nsec))

@@ -186,7 +186,6 @@ final class FastFileRoute: ChannelDuplexHandler, RemovableChannelHandler {
         }
         var answer = BookFile.answer(
             file: file, book: book, range: head.headerFields[.range], ifRange: head.headerFields[.ifRange], headOnly: headOnly)
-        if answer.headers[.contentLength] == nil { answer.headers[.contentLength] = "0" }
         answer.headers[.date] = door.dates.now
         if answer.length > 0 {
             guard let handOver = FileRegionHandler.handOver(for: context.channel) else {

@@ -71,6 +71,9 @@ struct RouteTests {
                 let outside = try await routes.send(.get, "/api/v1/books/ebook-alice/file", headers: [.range: "bytes=\(alice.count)-"])
                 #expect(outside.status == .rangeNotSatisfiable)
                 #expect(outside.headers[.contentRange] == "bytes */\(alice.count)")
+                // The refusal of a range carries the file's headers too, as it did before the file route was shared
+                #expect(outside.headers[.contentSecurityPolicy] == "sandbox; default-src 'none'")
+                #expect(outside.headers[.contentDisposition]?.hasPrefix("attachment; filename=\"") == true)
                 let head = try await routes.send(.head, "/api/v1/books/ebook-alice/file")
                 #expect(head.status == .ok && head.body.isEmpty && head.headers[.contentLength] == String(alice.count))
 
