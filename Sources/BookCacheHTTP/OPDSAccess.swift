@@ -131,8 +131,7 @@ final class ReaderLogins: Sendable {
         let at = now()
         let (login, problem) = current()
         guard let login else { return .notSet(problem) }
-        // At most 8 KiB of the header is hashed: a longer one is no login (decodeBasic takes 4 KiB at most).
-        let key = SHA256Hasher.hex(of: Data(authorization.utf8.prefix(8192)))
+        let key = Self.key(authorization)
         switch gate.withLock({ $0.admit(client: client, key: key, at: at) }) {
         case .known: return .reader
         case .blocked(let wait): return .tooMany(retryAfter: wait)
@@ -153,10 +152,16 @@ final class ReaderLogins: Sendable {
     /// ``verifiedLifetime`` and is still the reader login on disk: no hash, no count, no wait (for
     /// ``FastFileRoute``; anything else is the door's to answer).
     func knows(basic authorization: String) -> Bool {
-        guard authorization.utf8.count <= 8192, current().0 != nil else { return false }
-        let key = SHA256Hasher.hex(of: Data(authorization.utf8))
+        guard current().0 != nil else { return false }
+        let key = Self.key(authorization)
         let at = now()
         return gate.withLock { gate in gate.verified[key].map { at - $0 < Self.verifiedLifetime } ?? false }
+    }
+
+    /// What a login is remembered by: the SHA-256 of its header. At most 8 KiB of it is hashed: a
+    /// longer one is no login (``decodeBasic(_:)`` takes 4 KiB at most).
+    private static func key(_ authorization: String) -> String {
+        SHA256Hasher.hex(of: Data(authorization.utf8.prefix(8192)))
     }
 
     /// The login on disk, read again when the file changed.

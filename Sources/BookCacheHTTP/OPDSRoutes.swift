@@ -162,7 +162,10 @@ extension APIServer {
         // Transliterated first, then made safe: Latin-ASCII writes ½ and ⁄ as slashes.
         var ascii = fileName(latin(name), ascii: true)
         // The ASCII name's letters and digits are A-Z a-z 0-9
-        let isAlphanumeric: (UInt8) -> Bool = { (0x30...0x39).contains($0) || (0x41...0x5A).contains($0 & 0xDF) }
+        let isAlphanumeric: (UInt8) -> Bool = {
+            (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0)
+                || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains($0)
+        }
         if !ascii.utf8.contains(where: isAlphanumeric) || ascii.hasPrefix(".") {
             ascii = book.bookId
         }
