@@ -248,7 +248,7 @@ struct FrontDoorCLITests {
             let socket = try Self.connect(service.base, sending: requests.joined())
             defer { close(socket) }
             // Each answer: a head, then exactly Content-Length bytes
-            var rest = Self.readUntilClosed(socket)[...]
+            var rest = Self.readUntilClosed(socket).bytes[...]
             for ask in asks {
                 let (head, bodyBytes) = try Self.nextAnswer(from: &rest, headOnly: false)
                 let body = Data(bodyBytes)
@@ -374,7 +374,7 @@ struct FrontDoorCLITests {
                 try #require(sent > 0)
                 bytes = bytes.dropFirst(sent)
             }
-            var rest = Self.readUntilClosed(socket)[...]
+            var rest = Self.readUntilClosed(socket).bytes[...]
             for (index, ask) in asks.enumerated() {
                 var headOnly = false
                 if case .head = ask { headOnly = true }
@@ -403,18 +403,19 @@ struct FrontDoorCLITests {
         }
     }
 
-    /// Everything `socket` receives until the server closes it (or nothing comes for 60 s).
-    static func readUntilClosed(_ socket: Int32) -> [UInt8] {
+    /// Everything `socket` receives until the server closes it (or resets it), and whether it did
+    /// before nothing came for `limit` ms.
+    static func readUntilClosed(_ socket: Int32, limit: Int32 = 60_000) -> (bytes: [UInt8], closed: Bool) {
         var answers = [UInt8]()
         var buffer = [UInt8](repeating: 0, count: 65536)
         while true {
             var poller = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
-            guard poll(&poller, 1, 60_000) == 1 else { break }
+            guard poll(&poller, 1, limit) == 1 else { return (answers, false) }
             let count = recv(socket, &buffer, buffer.count, 0)
-            if count <= 0 { break }
+            if count == 0 { return (answers, true) }
+            if count < 0 { return (answers, errno == ECONNRESET) }
             answers += buffer[..<count]
         }
-        return answers
     }
 
     /// The next HTTP/1.1 answer at the start of `rest`, taken off it: its head (lowercased) and
@@ -449,19 +450,6 @@ struct FrontDoorCLITests {
         } catch {
             service.process.send(SIGKILL)
             throw error
-        }
-    }
-
-    /// Reads from `socket` until the server closes it (recv returns 0) or `limit` passes; true
-    /// when it closed. The wait is for an event, the limit only a guard.
-    static func waitForClose(_ fd: Int32, limit: Int32 = 60_000) -> Bool {
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        while true {
-            var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            guard poll(&poller, 1, limit) == 1 else { return false }
-            let count = recv(fd, &buffer, buffer.count, 0)
-            if count == 0 { return true }
-            if count < 0 { return errno == ECONNRESET }
         }
     }
 
@@ -512,8 +500,8 @@ struct FrontDoorCLITests {
             let slow = try Self.connect(base, sending: "GET /api/v1/stats HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
             let silent = try Self.connect(base, sending: "")
             defer { close(slow); close(silent) }
-            #expect(Self.waitForClose(slow), "a slow head is closed")
-            #expect(Self.waitForClose(silent), "an idle connection is closed")
+            #expect(Self.readUntilClosed(slow).closed, "a slow head is closed")
+            #expect(Self.readUntilClosed(silent).closed, "an idle connection is closed")
 
             // A body that trickles in (a byte every 300 ms: never idle for the 1 s) is answered 408
             // once --idle-timeout has passed since its head

@@ -10,10 +10,9 @@ import Foundation
 
 /// The books of a `download` run in the order they start: the command line's, then a manifest's
 /// (a private copy of it), read twice so that a long manifest costs a few bytes a line, not a
-/// request a line. The first
-/// reading (``survey(_:warnings:)``) counts the items, finds the ids named twice and gathers
-/// the warnings, all before the first book starts; the second hands out one line at a time as the
-/// batch asks (``next()``), skipping the duplicates.
+/// request a line. The first reading (``survey(_:warnings:)``) counts the items, finds the ids
+/// named twice and gathers the warnings, all before the first book starts; the second hands out
+/// one line at a time as the batch asks (``next()``), skipping the duplicates.
 final class BatchSource: @unchecked Sendable {
     // Unchecked: `next()` is called by one task, each call awaited before the next; the survey
     // runs before it.
