@@ -156,6 +156,66 @@ int bookcache_inflate_check(const void *bytes, unsigned long long count, const c
     return verdict;
 }
 
+#include <stdlib.h>
+
+struct bookcache_entry_inflater {
+    z_stream stream;
+    unsigned char out[65536];
+};
+
+void *bookcache_entry_inflater_new(void) {
+    struct bookcache_entry_inflater *inflater = calloc(1, sizeof *inflater);
+    if (inflater == NULL) return NULL;
+    if (inflateInit2(&inflater->stream, -MAX_WBITS) != Z_OK) {
+        free(inflater);
+        return NULL;
+    }
+    return inflater;
+}
+
+int bookcache_entry_inflater_reset(void *opaque) {
+    struct bookcache_entry_inflater *inflater = opaque;
+    return inflateReset(&inflater->stream) == Z_OK ? 0 : -1;
+}
+
+int bookcache_entry_inflater_feed(void *opaque, const void *bytes, unsigned long long count, unsigned int *crc,
+                                  unsigned long long *produced, unsigned long long limit) {
+    struct bookcache_entry_inflater *inflater = opaque;
+    z_stream *stream = &inflater->stream;
+    const unsigned char *next = bytes;
+    unsigned long long left = count;
+    for (;;) {
+        if (stream->avail_in == 0 && left > 0) {
+            unsigned int chunk = left > 0x40000000ULL ? 0x40000000U : (unsigned int)left;
+            stream->next_in = (Bytef *)next;
+            stream->avail_in = chunk;
+            next += chunk;
+            left -= chunk;
+        }
+        stream->next_out = inflater->out;
+        stream->avail_out = sizeof inflater->out;
+        int result = inflate(stream, Z_NO_FLUSH);
+        unsigned long long made = sizeof inflater->out - stream->avail_out;
+        *crc = bookcache_crc32(*crc, inflater->out, made);
+        *produced += made;
+        if (*produced > limit) return -1;
+        int inputLeft = stream->avail_in > 0 || left > 0;
+        if (result == Z_STREAM_END) return inputLeft ? -1 : 1;
+        // No progress possible: fine when every byte given was taken (more is wanted).
+        if (result == Z_BUF_ERROR) return inputLeft ? -1 : 0;
+        if (result != Z_OK) return -1;
+        // Everything given was taken and nothing waits to come out.
+        if (!inputLeft && stream->avail_out > 0) return 0;
+    }
+}
+
+void bookcache_entry_inflater_free(void *opaque) {
+    struct bookcache_entry_inflater *inflater = opaque;
+    if (inflater == NULL) return;
+    inflateEnd(&inflater->stream);
+    free(inflater);
+}
+
 int bookcache_name_current_thread(const char *name) {
 #if defined(__linux__)
     char kept[16];

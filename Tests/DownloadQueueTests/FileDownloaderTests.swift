@@ -1,6 +1,7 @@
 import BookCacheTestSupport
 import Foundation
 import Logging
+import Synchronization
 import Testing
 
 @testable import DownloadQueue
@@ -26,6 +27,44 @@ struct FileDownloaderTests {
             #expect(file.etag != nil)
             #expect(file.lastModified == "Mon, 01 Jan 2024 00:00:00 GMT")
             #expect(try Data(contentsOf: URL(fileURLWithPath: destination)) == payload)
+        }
+    }
+
+    /// Keeps what it is given: the offset and bytes of every batch.
+    final class Recorder: BodyObserver {
+        let seen = Mutex<[(offset: Int64, bytes: [UInt8])]>([])
+        func observe(_ buffers: [[UInt8]], at offset: Int64) {
+            seen.withLock { $0.append((offset, buffers.flatMap { $0 })) }
+        }
+    }
+
+    @Test("an observer is given every byte written, at its offset, in a first attempt and in the one that resumes it")
+    func observer() async throws {
+        let body = Data((0..<3_000_000).map { UInt8(truncatingIfNeeded: $0 &* 13 &+ $0 >> 11) })
+        try await withServerAndDirectory(files: ["big.bin": body]) { server, dir in
+            let url = URL(string: "\(server.baseURL)/big.bin")!
+            let destination = dir.path("big.part").path
+            let first = Recorder()
+            server.enqueueFault(.dropAfter(bytes: 2_500_000), for: "/big.bin")
+            let opened = try await downloader().open(from: url, to: destination, resume: true)
+            await #expect(throws: DownloadError.self) { try await downloader().receive(opened, observer: first) }
+            let second = Recorder()
+            let reopened = try await downloader().open(from: url, to: destination, resume: true)
+            let file = try await downloader().receive(reopened, observer: second)
+            #expect(file.sha256 == SHA256Hasher.hex(of: body))
+            #expect(file.resumedFrom > 0)
+            let bytes = [UInt8](body)
+            for (attempt, start) in [(first, Int64(0)), (second, file.resumedFrom)] {
+                let seen = attempt.seen.withLock { $0 }
+                #expect(seen.first?.offset == start)
+                var next = start
+                for (offset, piece) in seen {
+                    #expect(offset == next)
+                    #expect(piece[...] == bytes[Int(offset)..<Int(offset) + piece.count])
+                    next = offset + Int64(piece.count)
+                }
+                if attempt === second { #expect(next == Int64(body.count)) }
+            }
         }
     }
 

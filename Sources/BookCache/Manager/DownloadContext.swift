@@ -29,14 +29,16 @@ struct DownloadContext: Sendable {
         usage.begin(id)
         defer { usage.end(id) }
         let partial = layout.partialFile(for: id)
+        // An EPUB's entries are checked as they arrive, so its validation need not read them back.
+        let arriving = ArrivingZIP(limits: configuration.validationLimits)
         // Books evicted for free space before the body is written; told to the caller whether
         // the download then succeeds or fails.
         var evictedForSpace: [EvictedBook] = []
         let feed = self.feed
         do throws(BookCacheError) {
-            var result = try await queue.withSlot(for: job(for: request, to: partial), onEvent: { feed.send($0, of: id) }) {
-                slot throws(BookCacheError) in
-                try await steps(of: request, with: slot, into: partial) { evictedForSpace += $0 }
+            let job = job(for: request, to: partial, observer: arriving)
+            var result = try await queue.withSlot(for: job, onEvent: { feed.send($0, of: id) }) { slot throws(BookCacheError) in
+                try await steps(of: request, with: slot, into: partial, arriving: arriving) { evictedForSpace += $0 }
             }
             result.evicted = evictedForSpace + result.evicted
             return result
@@ -60,7 +62,8 @@ struct DownloadContext: Sendable {
     /// Over 80 lines on purpose: the download's steps are one switch, read top to bottom in the
     /// order the machine gives them; each case is a step and what it feeds back.
     private func steps(
-        of request: BookDownloadRequest, with slot: DownloadSlot, into partial: URL, evicted: ([EvictedBook]) -> Void
+        of request: BookDownloadRequest, with slot: DownloadSlot, into partial: URL, arriving: ArrivingZIP,
+        evicted: ([EvictedBook]) -> Void
     ) async throws(BookCacheError) -> BookDownloadResult {
         let id = request.id
         var machine = DownloadMachine()
@@ -137,7 +140,8 @@ struct DownloadContext: Sendable {
                         let context = self
                         let (settledLimits, settledStrict) = (limits, strict)
                         entry = try await BlockingWork.run { () throws(BookCacheError) in
-                            try context.validate(arrived, of: request, from: partial, limits: settledLimits, strict: settledStrict)
+                            try context.validate(
+                                arrived, of: request, from: partial, seen: arriving, limits: settledLimits, strict: settledStrict)
                         }
                         action = machine.next(.validated)
                     } catch  where [.fileCorrupted, .checksumMismatch].contains(error.kind) {
@@ -225,10 +229,12 @@ struct DownloadContext: Sendable {
         return value
     }
 
-    /// The queue's job for a book: into `partial/`, resumable, with its login and headers.
-    private func job(for request: BookDownloadRequest, to partial: URL) -> DownloadRequest {
+    /// The queue's job for a book: into `partial/`, resumable, with its login and headers, its
+    /// bytes read by `observer` as they are written.
+    private func job(for request: BookDownloadRequest, to partial: URL, observer: ArrivingZIP) -> DownloadRequest {
         var job = DownloadRequest(
             url: request.url, destination: partial.path, priority: request.priority, maxBytes: configuration.maxBookBytes, resume: true)
+        job.observer = observer
         job.credentials = request.credentials
         job.headers = request.headers
         if request.failFastWhenOffline {
@@ -266,10 +272,12 @@ struct DownloadContext: Sendable {
         return (record, saved)
     }
 
-    /// Validates the downloaded file and makes its record, ready to publish; the partial file is
-    /// removed when it is refused.
+    /// Validates the downloaded file — leaving out of the CRC pass what `seen` checked as it
+    /// arrived — and makes its record, ready to publish; the partial file is removed when it is
+    /// refused.
     private func validate(
-        _ file: DownloadedFile, of request: BookDownloadRequest, from partial: URL, limits: Evictor.Limits, strict: Bool
+        _ file: DownloadedFile, of request: BookDownloadRequest, from partial: URL, seen: ArrivingZIP, limits: Evictor.Limits,
+        strict: Bool
     ) throws(BookCacheError) -> GroupPublisher.Entry {
         let id = request.id
         // The file is whole; from here on it is either handed on to be published or removed.
@@ -279,7 +287,8 @@ struct DownloadContext: Sendable {
         }
         let validation: ValidationReport
         do {
-            validation = try BookValidator(limits: configuration.validationLimits, strict: strict).check(path: partial.path)
+            validation = try BookValidator(limits: configuration.validationLimits, strict: strict).check(
+                path: partial.path, arrived: seen.verdict())
         } catch {
             logger.notice("refused an invalid download", metadata: ["id": "\(id)", "reason": "\(error.reason)"])
             throw .fileCorrupted(id, reason: error.reason, refusal: error.kind)

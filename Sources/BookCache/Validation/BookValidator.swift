@@ -28,11 +28,17 @@ public struct BookValidator: Sendable {
     ///   is then a refusal).
     /// - Throws: ``ValidationFailure`` naming what is wrong.
     public func check(path: String) throws(ValidationFailure) -> ValidationReport {
+        try check(path: path, arrived: nil)
+    }
+
+    /// ``check(path:)``, leaving out of the CRC pass the entries an ``ArrivingZIP`` saw whole
+    /// and right as the file arrived.
+    func check(path: String, arrived: ZIPStreamReader.Verdict?) throws(ValidationFailure) -> ValidationReport {
         let format = try Self.detectFormat(path: path)
         let warnings: [String]
         var metadata = PackageDocumentParser.Metadata()
         switch format {
-        case .epub: (warnings, metadata) = try EPUBValidator(limits: limits).validate(path: path)
+        case .epub: (warnings, metadata) = try EPUBValidator(limits: limits).validate(path: path, arrived: arrived)
         case .pdf: warnings = try PDFValidator().validate(path: path)
         }
         if strict, let first = warnings.first {

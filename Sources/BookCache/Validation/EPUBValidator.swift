@@ -35,10 +35,15 @@ struct EPUBValidator {
 
     let limits: ValidationLimits
 
-    /// - Parameter path: The file.
+    /// - Parameters:
+    ///   - path: The file.
+    ///   - arrived: What an ``ArrivingZIP`` saw of the file's bytes as they arrived: the entries it
+    ///     vouches for are not read through again.
     /// - Returns: The packaging rules the book breaks, as warnings: the `mimetype` rules, and
     ///   names not stored as UTF-8.
-    func validate(path: String) throws(ValidationFailure) -> (warnings: [String], metadata: PackageDocumentParser.Metadata) {
+    func validate(
+        path: String, arrived: ZIPStreamReader.Verdict? = nil
+    ) throws(ValidationFailure) -> (warnings: [String], metadata: PackageDocumentParser.Metadata) {
         var openError: Int32 = 0
         guard let archive = zip_open(path, ZIP_CHECKCONS | ZIP_RDONLY, &openError) else {
             if openError == ZIP_ER_EXISTS {
@@ -94,10 +99,13 @@ struct EPUBValidator {
         let (spine, metadata) = try PackageDocumentParser(path: packagePath, maxDepth: limits.maxContainerXMLDepth).read(packageXML)
         warnings += try spineWarnings(spine, of: packagePath, entries: entries, indexByName: indexByName)
 
+        // Every other entry is read through, but those whose data was checked as it arrived.
+        let seen = arrived.flatMap { $0.entries.count == entries.count ? $0.entries : nil }
         var work: [(index: UInt64, entry: Entry)] = []
         for (position, entry) in entries.enumerated() {
             let index = UInt64(position)
-            if index != containerIndex, index != packageIndex { work.append((index, entry)) }
+            if index == containerIndex || index == packageIndex || seen.map({ entry.vouched(by: $0[position]) }) == true { continue }
+            work.append((index, entry))
         }
         try readThrough(work, archive: archive, path: path)
         return (warnings, metadata)
@@ -267,6 +275,13 @@ struct EPUBValidator {
         let method: Int32
         let encrypted: Bool
         let crc32: UInt32?
+
+        /// Whether the entry the reader of the arriving bytes saw at the same index is this one,
+        /// and its data was whole and right.
+        func vouched(by seen: ZIPStreamReader.Entry) -> Bool {
+            seen.vouched && seen.rawName == rawName && Int32(seen.method) == method && seen.crc32 == crc32
+                && seen.compressedSize == compressedSize && seen.size == size && !encrypted
+        }
     }
 
     private func stat(_ archive: OpaquePointer, _ index: UInt64) throws(ValidationFailure) -> Entry {

@@ -37,6 +37,22 @@ unsigned int bookcache_crc32_combine(unsigned int first, unsigned int second, lo
 /// end, -1 when out of memory.
 int bookcache_inflate_check(const void *bytes, unsigned long long count, const char **message);
 
+/// A raw deflate stream (a ZIP entry's data) inflated as its bytes arrive, the output discarded
+/// but counted and CRC-32'd. NULL when out of memory.
+void *bookcache_entry_inflater_new(void);
+
+/// Starts the inflater over for the next entry. Returns 0, or -1 when zlib cannot.
+int bookcache_entry_inflater_reset(void *inflater);
+
+/// Feeds `count` compressed bytes. `*crc` and `*produced` grow by what comes out; output past
+/// `limit` bytes in all stops it. Returns 0 when more input is wanted, 1 when the stream ended
+/// exactly at the last byte given, -1 when the data is wrong, ended early (bytes left over), or
+/// produced more than `limit`.
+int bookcache_entry_inflater_feed(void *inflater, const void *bytes, unsigned long long count, unsigned int *crc,
+                                  unsigned long long *produced, unsigned long long limit);
+
+void bookcache_entry_inflater_free(void *inflater);
+
 /// A running SHA-256 from the system's OpenSSL (libcrypto, which libcurl already loads). Returns
 /// NULL when out of memory.
 void *bookcache_sha256_new(void);

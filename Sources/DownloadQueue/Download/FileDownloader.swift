@@ -187,11 +187,13 @@ package struct FileDownloader: Sendable {
     /// failure or cancellation, with a validator); otherwise it is removed.
     /// - Parameters:
     ///   - opened: What ``open(from:to:maxBytes:resume:credentials:headers:)`` returned.
+    ///   - observer: Given every batch once it is written, with its offset.
     ///   - onProgress: Called as bytes arrive.
     /// - Returns: The file's size, SHA-256 and the server's validators.
     /// - Throws: ``DownloadError`` for every failure.
     public func receive(
         _ opened: OpenedDownload,
+        observer: (any BodyObserver)? = nil,
         onProgress: @Sendable (DownloadProgress) -> Void = { _ in }
     ) async throws(DownloadError) -> DownloadedFile {
         let response = opened.response
@@ -248,6 +250,7 @@ package struct FileDownloader: Sendable {
                 batchBytes += buffer.count
                 if batchBytes >= Self.batchBytes(after: received) {
                     let full = batch
+                    let start = received - Int64(batchBytes)
                     batch.removeAll(keepingCapacity: true)
                     batchBytes = 0
                     // Once the batch is written the file holds every byte received.
@@ -258,6 +261,7 @@ package struct FileDownloader: Sendable {
                     do {
                         try await BlockingWork.run {
                             try Self.hashAndWrite(full, hasher: hasher, file: file)
+                            observer?.observe(full, at: start)
                             try checkpoint.map {
                                 try Self.saveCheckpoint($0, length: written, hasher: hasher, file: file, for: destination)
                             }
@@ -282,9 +286,11 @@ package struct FileDownloader: Sendable {
             let last = batch
             batch.removeAll()
             let recordExists = recordSaved
+            let start = received - Int64(batchBytes)
             do {
                 try await BlockingWork.run {
                     try Self.hashAndWrite(last, hasher: hasher, file: file)
+                    observer?.observe(last, at: start)
                     try file.syncAndClose()
                     if recordExists { ResumeRecord.remove(for: destination) }
                 }

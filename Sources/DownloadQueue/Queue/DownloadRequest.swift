@@ -20,6 +20,8 @@ public struct DownloadRequest: Sendable {
     public var credentials: HTTPCredentials?
     /// Extra headers sent with every request for the file, such as a bearer token.
     public var headers: [HTTPHeader] = []
+    /// Reads the body as it is written, in every attempt (see ``BodyObserver``).
+    package var observer: (any BodyObserver)?
 
     /// Creates a request.
     /// - Parameters:

@@ -104,7 +104,8 @@ package final class DownloadSlot: Sendable {
     /// - Throws: ``DownloadError`` once no retry is left, or ``DownloadError/Kind/cancelled``.
     public func receive(_ opened: OpenedDownload) async throws(DownloadError) -> Received {
         do {
-            let file = try await downloader.receive(opened, onProgress: { [id, emit] progress in emit(.progress(id, progress)) })
+            let file = try await downloader.receive(
+                opened, observer: request.observer, onProgress: { [id, emit] progress in emit(.progress(id, progress)) })
             emit(.finished(id, .success(file)))
             return .file(file)
         } catch {
