@@ -68,6 +68,45 @@ struct FileDownloaderTests {
         }
     }
 
+    @Test("a body past 8 MiB is hashed alongside the writing: the record saved when it fails and the final SHA-256 are the file's")
+    func hashedAlongside() async throws {
+        var body = Data(capacity: 12_000_000)
+        for block in 0..<12_000 { body.append(contentsOf: [UInt8](repeating: UInt8(truncatingIfNeeded: block &* 31), count: 1000)) }
+        try await withServerAndDirectory(files: ["big.bin": body]) { server, dir in
+            let url = URL(string: "\(server.baseURL)/big.bin")!
+            let destination = dir.path("big.part").path
+            server.enqueueFault(.dropAfter(bytes: 10_500_000), for: "/big.bin")
+            let failure = await #expect(throws: DownloadError.self) {
+                try await downloader().download(from: url, to: destination, resume: true)
+            }
+            // The record names every byte that arrived, hashed partly alongside.
+            #expect((failure?.keptBytes ?? 0) > FileDownloader.alongsideFrom)
+            let file = try await downloader().download(from: url, to: destination, resume: true)
+            #expect(file.resumedFrom == failure?.keptBytes)
+            #expect(file.sha256 == SHA256Hasher.hex(of: body))
+            #expect(try Data(contentsOf: URL(fileURLWithPath: destination)) == body)
+        }
+    }
+
+    @Test("the digest waits for the batches still hashing alongside")
+    func digestWaitsForHashing() async {
+        // 24 batches of 1 MiB given at once: those past 8 MiB queue for the thread alongside.
+        let batches = (0..<24).map { index in [[UInt8](repeating: UInt8(index), count: 1 << 20)] }
+        let (soFar, final) = await BlockingWork.run { () -> (String, String) in
+            let hasher = HashBox()
+            for batch in batches[..<20] { hasher.add(batch) }
+            let soFar = hasher.digestSoFar()
+            for batch in batches[20...] { hasher.add(batch) }
+            return (soFar, hasher.finalize())
+        }
+        let expected = SHA256Hasher()
+        for (index, batch) in batches.enumerated() {
+            batch[0].withUnsafeBytes { expected.update($0) }
+            if index == 19 { #expect(soFar == expected.digestSoFar()) }
+        }
+        #expect(final == expected.finalize())
+    }
+
     @Test("a chunked body is read whole")
     func chunked() async throws {
         try await withServerAndDirectory(files: ["book.bin": payload]) { server, dir in

@@ -39,13 +39,11 @@ final class ArrivingZIP: BodyObserver {
         }
     }
 
-    /// Bytes read on the writer's thread before the reading moves to a thread of its own: a small
+    /// Bytes before ``FileDownloader/alongsideFrom`` are read on the writer's thread: a small
     /// book's CRC costs less than the hop (handing every book's bytes over made 2000 books of
     /// 64 KiB 8% slower, and held their batches longer).
-    static let alongsideFrom: Int64 = 8 << 20
-
     func observe(_ buffers: [[UInt8]], at offset: Int64) {
-        guard offset >= Self.alongsideFrom else {
+        guard offset >= FileDownloader.alongsideFrom else {
             // In order: what was handed over (an earlier attempt's bytes) is read first.
             handoff.finish()
             return reader.state.withLock { $0.read(buffers, at: offset) }
