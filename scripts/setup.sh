@@ -2,7 +2,7 @@
 # Installs the system packages BookCache needs (Debian/Ubuntu), only when they are missing.
 set -euo pipefail
 missing=()
-for pkg in libzip-dev libcurl4-openssl-dev libssl-dev libqpdf-dev libsqlite3-dev pkg-config; do
+for pkg in libzip-dev libdeflate-dev libcurl4-openssl-dev libssl-dev libqpdf-dev libsqlite3-dev pkg-config; do
   dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
 done
 "$(dirname "$0")/apt-install.sh" ${missing[@]+"${missing[@]}"}

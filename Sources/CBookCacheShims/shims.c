@@ -57,15 +57,10 @@ unsigned int bookcache_crc32_combine(unsigned int first, unsigned int second, lo
     return (unsigned int)crc32_combine64(first, second, (z_off64_t)secondLength);
 }
 
+#include <libdeflate.h>
+
 unsigned int bookcache_crc32(unsigned int crc, const void *bytes, unsigned long long count) {
-    const unsigned char *p = bytes;
-    while (count > 0) {
-        unsigned int step = count > 0x40000000ULL ? 0x40000000U : (unsigned int)count;
-        crc = (unsigned int)crc32(crc, p, step);
-        p += step;
-        count -= step;
-    }
-    return crc;
+    return (unsigned int)libdeflate_crc32(crc, bytes, (size_t)count);
 }
 
 #include <openssl/evp.h>

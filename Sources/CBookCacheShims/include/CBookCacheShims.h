@@ -24,7 +24,7 @@ int bookcache_try_lock_byte(int fd, long long offset);
 /// Whether another open holds the lock `bookcache_try_lock_byte` would take: 0 free, 1 held, -1 error.
 int bookcache_test_lock_byte(int fd, long long offset);
 
-/// zlib's CRC-32 of `count` bytes, continuing from `crc` (0 to start).
+/// The CRC-32 of `count` bytes (zlib's, computed by libdeflate), continuing from `crc` (0 to start).
 unsigned int bookcache_crc32(unsigned int crc, const void *bytes, unsigned long long count);
 
 /// The CRC-32 of two pieces one after the other, from the CRC of each and the second's length
