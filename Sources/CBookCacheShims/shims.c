@@ -155,7 +155,7 @@ int bookcache_inflate_check(const void *bytes, unsigned long long count, const c
 
 struct bookcache_entry_inflater {
     z_stream stream;
-    unsigned char out[65536];
+    unsigned char out[16384];
 };
 
 void *bookcache_entry_inflater_new(void) {

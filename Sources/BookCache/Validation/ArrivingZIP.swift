@@ -161,7 +161,15 @@ struct ZIPStreamReader: ~Copyable {
         inflater = kept
     }
 
+    /// Frees the inflater (about 60 KiB with zlib's window) once no entry needs it: dozens of books
+    /// wait for validation at once.
+    private mutating func dropInflater() {
+        bookcache_entry_inflater_free(inflater)
+        inflater = nil
+    }
+
     private mutating func giveUp() {
+        dropInflater()
         phase = .gaveUp
         verdict = nil
         vouched = [:]
@@ -309,6 +317,7 @@ struct ZIPStreamReader: ~Copyable {
         guard disk == 0, directoryDisk == 0, onDisk == centrals.count, total == centrals.count, offset == directoryStart,
             size == start - directoryStart
         else { return giveUp() }
+        dropInflater()
         phase = .end
         verdict = Verdict(
             entries: centrals.map { central, offset in
