@@ -34,6 +34,9 @@ static inline const char *bc_getinfo_string(CURL *handle, CURLINFO info) {
     curl_easy_getinfo(handle, info, &value);
     return value;
 }
+static inline CURLMcode bc_multi_setopt_long(CURLM *multi, CURLMoption option, long value) {
+    return curl_multi_setopt(multi, option, value);
+}
 static inline CURLcode bc_message_result(CURLMsg *message) { return message->data.result; }
 static inline size_t bc_write_pause(void) { return CURL_WRITEFUNC_PAUSE; }
 #endif
