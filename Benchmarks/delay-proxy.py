@@ -7,6 +7,12 @@ Bandwidth is not limited (the proxy buffers what the round trip holds in flight)
 pays the round trip exactly where a real network makes it wait: connecting, the TLS handshake,
 each request's first byte. The bytes pass through unchanged (TLS and HTTP/2 included).
 
+The proxy accepts a connection at once (it never sees the SYN), so the TCP handshake's round trip
+is charged here instead: what a client sends on a new connection reaches the server no earlier
+than 1.5 round trips after it connected, as when its first bytes could leave only once the
+SYN-ACK came back (since 2026-11-27; before, a new connection cost one round trip less than on a
+real network). TCP's slow start is not modelled: a new connection is as fast as an old one.
+
     Benchmarks/delay-proxy.py LISTEN_PORT UPSTREAM_PORT DELAY_MS
 
 Prints "ready" on stdout once it listens; runs until killed.
@@ -18,7 +24,7 @@ import sys
 import time
 
 
-async def pump(reader, writer, delay):
+async def pump(reader, writer, delay, not_before=0.0):
     queue = asyncio.Queue()
 
     async def deliver():
@@ -40,7 +46,7 @@ async def pump(reader, writer, delay):
     try:
         while True:
             data = await reader.read(262144)
-            queue.put_nowait((time.monotonic() + delay, data or None))
+            queue.put_nowait((max(time.monotonic() + delay, not_before), data or None))
             if not data:
                 break
         await sender
@@ -55,6 +61,7 @@ async def main():
     delay = delay_ms / 1000
 
     async def handle(client_reader, client_writer):
+        connected = time.monotonic()
         client_writer.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         try:
             server_reader, server_writer = await asyncio.open_connection("127.0.0.1", upstream)
@@ -62,10 +69,11 @@ async def main():
             client_writer.close()
             return
         server_writer.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        # The TCP handshake is not delayed (a proxy never sees the SYN), so a new connection
-        # costs one round trip less than on a real network, for every peer alike.
+        # The handshake's round trip: the client's first bytes leave once its SYN-ACK would be back.
         await asyncio.gather(
-            pump(client_reader, server_writer, delay), pump(server_reader, client_writer, delay), return_exceptions=True
+            pump(client_reader, server_writer, delay, not_before=connected + 3 * delay),
+            pump(server_reader, client_writer, delay),
+            return_exceptions=True,
         )
 
     server = await asyncio.start_server(handle, "127.0.0.1", listen, backlog=1024)
