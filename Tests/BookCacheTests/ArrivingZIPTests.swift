@@ -113,6 +113,15 @@ struct ArrivingZIPTests {
         #expect(verdict.entries.allSatisfy { $0.vouched })
     }
 
+    @Test("names are kept up to a bound: an archive of long names is given up, not held in memory")
+    func longNames() throws {
+        let long = (0..<70).map { index in (name: String(repeating: "n", count: 60_000) + "\(index)", bytes: [UInt8]("x".utf8)) }
+        let bytes = StoredZIP.make(long)
+        // 70 names of 60 KB, in the local headers and again in the central directory: 8.4 MB.
+        #expect(Self.verdict(of: bytes) == nil)
+        #expect(Self.verdict(of: StoredZIP.make(Array(long[..<30]))) != nil)
+    }
+
     @Test("an entry declaring more expansion than the validator allows is not inflated")
     func bomb() throws {
         // 19,447 bytes declaring 20,000,000 (1,028×, over the 200× allowed): left to the validator,

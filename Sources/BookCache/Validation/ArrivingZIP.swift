@@ -124,6 +124,11 @@ struct ZIPStreamReader: ~Copyable {
     private var vouched: [Int64: Local] = [:]
     private var locals = 0
     private var declared: Int64 = 0
+    /// Name bytes kept (of local and central entries): bounded, as names can be 64 KiB each.
+    private var nameBytes = 0
+    /// The most name bytes kept before the reader gives up (a real book's are a few KiB; this
+    /// is 100,000 entries of 40 bytes each, twice).
+    static let maxNameBytes = 8 << 20
     private var centrals: [(entry: Local, offset: Int64)] = []
     private var centralStart: Int64?
     private var inflater: UnsafeMutableRawPointer?
@@ -256,6 +261,8 @@ struct ZIPStreamReader: ~Copyable {
         default: checked = false
         }
         let nameEnd = 30 + u16(26)
+        nameBytes += nameEnd - 30
+        guard nameBytes <= Self.maxNameBytes else { return giveUp() }
         current = Current(
             offset: start, rawName: Array(record[30..<nameEnd]), method: method, crc32: crc, compressedSize: compressedSize,
             size: length, checked: checked, remaining: compressedSize)
@@ -303,6 +310,8 @@ struct ZIPStreamReader: ~Copyable {
             centrals.count < limits.maxEntries
         else { return giveUp() }
         let nameEnd = 46 + u16(28)
+        nameBytes += nameEnd - 46
+        guard nameBytes <= Self.maxNameBytes else { return giveUp() }
         let entry = Local(
             rawName: Array(record[46..<nameEnd]), method: UInt16(u16(10)), crc32: u32(16), compressedSize: Int64(compressed),
             size: Int64(size))
