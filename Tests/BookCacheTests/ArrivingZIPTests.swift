@@ -118,8 +118,11 @@ struct ArrivingZIPTests {
         let long = (0..<70).map { index in (name: String(repeating: "n", count: 60_000) + "\(index)", bytes: [UInt8]("x".utf8)) }
         let bytes = StoredZIP.make(long)
         // 70 names of 60 KB, in the local headers and again in the central directory: 8.4 MB.
-        #expect(Self.verdict(of: bytes) == nil)
-        #expect(Self.verdict(of: StoredZIP.make(Array(long[..<30]))) != nil)
+        // (Booleans, not the verdicts: a failure would print every name.)
+        let gaveUp = Self.verdict(of: bytes) == nil
+        #expect(gaveUp)
+        let followed = Self.verdict(of: StoredZIP.make(Array(long[..<30]))) != nil
+        #expect(followed)
     }
 
     @Test("an entry declaring more expansion than the validator allows is not inflated")
