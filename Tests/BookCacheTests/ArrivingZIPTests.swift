@@ -40,7 +40,7 @@ struct ArrivingZIPTests {
         let whole = try #require(seen)
         #expect(!whole.entries.isEmpty)
         #expect(whole.entries.allSatisfy { $0.vouched })
-        #expect(whole.entries.contains { $0.method == 8 })
+        #expect(whole.entries.contains { $0.header.method == 8 })
         for piece in [1, 7, 30, 46, 4096, 65536] {
             #expect(Self.verdict(of: bytes, piece: piece)?.entries == whole.entries, "pieces of \(piece) bytes")
         }
@@ -60,7 +60,7 @@ struct ArrivingZIPTests {
 
         // Deflated: a real book's compressed byte flipped (its CRC no longer matches, or zlib refuses it).
         var alice = [UInt8](try Fixtures.data("alice.epub"))
-        let deflated = try #require(Self.verdict(of: alice)?.entries.firstIndex { $0.method == 8 && $0.compressedSize > 300 })
+        let deflated = try #require(Self.verdict(of: alice)?.entries.firstIndex { $0.header.method == 8 && $0.header.compressedSize > 300 })
         alice[Self.dataOffset(of: deflated, in: alice) + 150] ^= 0x01
         let flipped = try #require(Self.verdict(of: alice))
         #expect(!flipped.entries[deflated].vouched)

@@ -62,13 +62,18 @@ final class ArrivingZIP: BodyObserver {
 
 /// The reading behind ``ArrivingZIP``: a ZIP's records, one after the other as the bytes come.
 struct ZIPStreamReader: ~Copyable {
-    /// A central directory entry, and whether its data was seen whole and right.
-    struct Entry: Equatable {
+    /// What a local header, or a central directory entry, declares of an entry.
+    struct Header: Equatable {
         let rawName: [UInt8]
         let method: UInt16
         let crc32: UInt32
         let compressedSize: Int64
         let size: Int64
+    }
+
+    /// A central directory entry, and whether its data was seen whole and right.
+    struct Entry: Equatable {
+        let header: Header
         let vouched: Bool
     }
 
@@ -88,14 +93,11 @@ struct ZIPStreamReader: ~Copyable {
         case gaveUp
     }
 
-    /// The entry whose data is passing.
+    /// The entry whose data is passing, and what its data showed so far.
     private struct Current {
+        /// Its local header's offset.
         let offset: Int64
-        let rawName: [UInt8]
-        let method: UInt16
-        let crc32: UInt32
-        let compressedSize: Int64
-        let size: Int64
+        let header: Header
         /// Whether its data is checked: stored, or deflated within the validator's limits.
         let checked: Bool
         var remaining: Int64
@@ -103,14 +105,6 @@ struct ZIPStreamReader: ~Copyable {
         var produced: UInt64 = 0
         var ended = false
         var wrong = false
-    }
-
-    private struct Local: Equatable {
-        let rawName: [UInt8]
-        let method: UInt16
-        let crc32: UInt32
-        let compressedSize: Int64
-        let size: Int64
     }
 
     private let limits: ValidationLimits
@@ -121,15 +115,12 @@ struct ZIPStreamReader: ~Copyable {
     private var record: [UInt8] = []
     private var current: Current?
     /// Local entries seen whole and right, by their header's offset.
-    private var vouched: [Int64: Local] = [:]
+    private var vouched: [Int64: Header] = [:]
     private var locals = 0
     private var declared: Int64 = 0
     /// Name bytes kept (of local and central entries): bounded, as names can be 64 KiB each.
     private var nameBytes = 0
-    /// The most name bytes kept before the reader gives up (a real book's are a few KiB; this
-    /// is 100,000 entries of 40 bytes each, twice).
-    static let maxNameBytes = 8 << 20
-    private var centrals: [(entry: Local, offset: Int64)] = []
+    private var centrals: [(header: Header, offset: Int64)] = []
     private var centralStart: Int64?
     private var inflater: UnsafeMutableRawPointer?
     private(set) var verdict: Verdict?
@@ -147,6 +138,9 @@ struct ZIPStreamReader: ~Copyable {
     private static let endSignature: UInt32 = 0x0605_4b50
     /// A ZIP64 size or offset: this reader does not follow ZIP64.
     private static let zip64Marker: UInt32 = 0xFFFF_FFFF
+    /// The most name bytes kept before the reader gives up (a real book's are a few KiB; this
+    /// is 100,000 entries of 40 bytes each, twice).
+    static let maxNameBytes = 8 << 20
 
     /// Reads `buffers`, the bytes at `offset`. At offset 0 it starts over (a new attempt from the
     /// first byte); at any other offset than the next expected it gives up.
@@ -263,43 +257,40 @@ struct ZIPStreamReader: ~Copyable {
         let nameEnd = 30 + u16(26)
         nameBytes += nameEnd - 30
         guard nameBytes <= Self.maxNameBytes else { return giveUp() }
-        current = Current(
-            offset: start, rawName: Array(record[30..<nameEnd]), method: method, crc32: crc, compressedSize: compressedSize,
-            size: length, checked: checked, remaining: compressedSize)
+        let header = Header(
+            rawName: Array(record[30..<nameEnd]), method: method, crc32: crc, compressedSize: compressedSize, size: length)
+        current = Current(offset: start, header: header, checked: checked, remaining: compressedSize)
         phase = .data
         if compressedSize == 0 { endEntry() }
     }
 
+    /// Takes the next `bytes` of the current entry's data.
     private mutating func take(_ bytes: UnsafeRawBufferPointer) {
-        current!.remaining -= Int64(bytes.count)
-        guard current!.checked, !current!.wrong else { return }
-        if current!.method == 0 {
-            current!.crc = bookcache_crc32(current!.crc, bytes.baseAddress, UInt64(bytes.count))
-            current!.produced += UInt64(bytes.count)
-            return
-        }
-        guard !current!.ended else {
+        guard var entry = current else { return }
+        defer { current = entry }
+        entry.remaining -= Int64(bytes.count)
+        guard entry.checked, !entry.wrong else { return }
+        if entry.header.method == 0 {
+            entry.crc = bookcache_crc32(entry.crc, bytes.baseAddress, UInt64(bytes.count))
+            entry.produced += UInt64(bytes.count)
+        } else if entry.ended {
             // Compressed bytes after the deflate stream's end.
-            current!.wrong = true
-            return
+            entry.wrong = true
+        } else {
+            let fed = bookcache_entry_inflater_feed(
+                inflater, bytes.baseAddress, UInt64(bytes.count), &entry.crc, &entry.produced, UInt64(entry.header.size))
+            if fed == 1 { entry.ended = true } else if fed != 0 { entry.wrong = true }
         }
-        var (crc, produced) = (current!.crc, current!.produced)
-        switch bookcache_entry_inflater_feed(inflater, bytes.baseAddress, UInt64(bytes.count), &crc, &produced, UInt64(current!.size)) {
-        case 1: current!.ended = true
-        case 0: break
-        default: current!.wrong = true
-        }
-        (current!.crc, current!.produced) = (crc, produced)
     }
 
     private mutating func endEntry() {
         let entry = current!
         current = nil
         phase = .record
-        let whole = entry.method == 0 || entry.ended
-        if entry.checked, !entry.wrong, whole, entry.produced == UInt64(entry.size), entry.crc == entry.crc32 {
-            vouched[entry.offset] = Local(
-                rawName: entry.rawName, method: entry.method, crc32: entry.crc32, compressedSize: entry.compressedSize, size: entry.size)
+        let header = entry.header
+        let whole = header.method == 0 || entry.ended
+        if entry.checked, !entry.wrong, whole, entry.produced == UInt64(header.size), entry.crc == header.crc32 {
+            vouched[entry.offset] = header
         }
     }
 
@@ -312,10 +303,10 @@ struct ZIPStreamReader: ~Copyable {
         let nameEnd = 46 + u16(28)
         nameBytes += nameEnd - 46
         guard nameBytes <= Self.maxNameBytes else { return giveUp() }
-        let entry = Local(
+        let header = Header(
             rawName: Array(record[46..<nameEnd]), method: UInt16(u16(10)), crc32: u32(16), compressedSize: Int64(compressed),
             size: Int64(size))
-        centrals.append((entry, Int64(offset)))
+        centrals.append((header, Int64(offset)))
     }
 
     /// The end record: it must name the central directory just read, on one disk.
@@ -328,11 +319,6 @@ struct ZIPStreamReader: ~Copyable {
         else { return giveUp() }
         dropInflater()
         phase = .end
-        verdict = Verdict(
-            entries: centrals.map { central, offset in
-                Entry(
-                    rawName: central.rawName, method: central.method, crc32: central.crc32, compressedSize: central.compressedSize,
-                    size: central.size, vouched: vouched[offset] == central)
-            })
+        verdict = Verdict(entries: centrals.map { Entry(header: $0.header, vouched: vouched[$0.offset] == $0.header) })
     }
 }

@@ -279,8 +279,9 @@ struct EPUBValidator {
         /// Whether the entry the reader of the arriving bytes saw at the same index is this one,
         /// and its data was whole and right.
         func vouched(by seen: ZIPStreamReader.Entry) -> Bool {
-            seen.vouched && seen.rawName == rawName && Int32(seen.method) == method && seen.crc32 == crc32
-                && seen.compressedSize == compressedSize && seen.size == size && !encrypted
+            let header = seen.header
+            return seen.vouched && header.rawName == rawName && Int32(header.method) == method && header.crc32 == crc32
+                && header.compressedSize == compressedSize && header.size == size && !encrypted
         }
     }
 

@@ -181,7 +181,8 @@ package struct FileDownloader: Sendable {
 
     /// Streams an open response's body into its file, hashing it on the way, and makes the file
     /// durable (`fsync`). Writes happen on blocking-work threads while the transport receives
-    /// the next bytes.
+    /// the next bytes; past the body's first ``alongsideFrom`` bytes the hashing runs on another
+    /// such thread beside the writing (``HashBox``), and so may the observer's reading.
     ///
     /// When it fails, the partial file is kept if a later attempt can resume it (a retryable
     /// failure or cancellation, with a validator); otherwise it is removed.
