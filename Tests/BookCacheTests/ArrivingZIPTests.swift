@@ -100,6 +100,19 @@ struct ArrivingZIPTests {
         #expect(Self.verdict(of: bytes) == nil)
     }
 
+    @Test("behind the writing, deflated data is left to the validator: those entries are not vouched for, stored ones still are")
+    func notInflating() throws {
+        let bytes = [UInt8](try Fixtures.data("alice.epub"))
+        var reader = ZIPStreamReader(limits: ValidationLimits())
+        // The mimetype (stored) and the start of container.xml, inflated; then the reading falls behind.
+        reader.read([Array(bytes[..<100])], at: 0)
+        reader.read([Array(bytes[100...])], at: 100, inflating: false)
+        let seen = reader.verdict
+        let verdict = try #require(seen)
+        #expect(verdict.entries.map(\.vouched) == verdict.entries.map { $0.header.method == 0 })
+        #expect(verdict.entries.contains { $0.vouched })
+    }
+
     @Test("an attempt that starts over from byte 0 is read afresh")
     func restart() throws {
         let bytes = StoredZIP.epub(chapter: StoredZIP.noise(count: 50_000, seed: 3))
