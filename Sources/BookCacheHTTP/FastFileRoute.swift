@@ -64,7 +64,7 @@ final class FastFileRoute: ChannelDuplexHandler, RemovableChannelHandler {
             case 5 where segments[1] == "opds" && segments[2] == "books" && segments[4] == "file":
                 // The catalogue's door: a reader login it let in lately (a Basic value is never
                 // taken as the token there), or the token
-                if let authorization = fields[.authorization], authorization.lowercased().hasPrefix("basic") {
+                if let authorization = fields[.authorization], ReaderLogins.isBasic(authorization) {
                     guard readers.knows(basic: authorization) else { return nil }
                 } else {
                     guard access.credential(of: fields) == .token else { return nil }

@@ -158,6 +158,14 @@ final class ReaderLogins: Sendable {
         return gate.withLock { gate in gate.verified[key].map { at - $0 < Self.verifiedLifetime } ?? false }
     }
 
+    /// Whether `authorization` names the Basic scheme (its first five letters, in any case): what
+    /// the catalogue's door checks as a reader login, never as the token. Only those letters are
+    /// looked at, whatever the value's length.
+    static func isBasic(_ authorization: String) -> Bool {
+        let scheme = Array(authorization.utf8.prefix(5))
+        return scheme.count == 5 && zip(scheme, "basic".utf8).allSatisfy { $0 | 0x20 == $1 }
+    }
+
     /// What a login is remembered by: the SHA-256 of its header. At most 8 KiB of it is hashed: a
     /// longer one is no login (``decodeBasic(_:)`` takes 4 KiB at most).
     private static func key(_ authorization: String) -> String {
@@ -222,7 +230,7 @@ struct OPDSAccessMiddleware<Context: RequestContext>: RouterMiddleware {
             response.headers[.allow] = "GET, HEAD"
             return response
         }
-        if let authorization = request.headers[.authorization], authorization.lowercased().hasPrefix("basic") {
+        if let authorization = request.headers[.authorization], ReaderLogins.isBasic(authorization) {
             switch await readers.check(basic: authorization, client: client(context)) {
             case .reader:
                 return try await next(request, context)

@@ -119,6 +119,9 @@ struct OPDSTests {
         #expect(ReaderLogins.decodeBasic("Bearer " + Data("u:p".utf8).base64EncodedString()) == nil)
         #expect(ReaderLogins.decodeBasic("Basic " + String(repeating: "QUFB", count: 2000)) == nil, "over 4 KiB")
         #expect(ReaderLogins.decodeBasic("Basic " + Data([0x75, 0x3A, 0xFF, 0xFE]).base64EncodedString()) == nil, "not UTF-8")
+        // Which values the doors take as a reader login (the scheme in any case), not as the token.
+        for value in ["Basic dTpw", "basic", "BASIC x", "bAsIcdTpw"] { #expect(ReaderLogins.isBasic(value), "\(value)") }
+        for value in ["Bearer x", "Basi", "", " Basic x", "Bäsic", "Ba\u{17F}ic"] { #expect(!ReaderLogins.isBasic(value), "\(value)") }
     }
 
     @Test("the reader password: kept as a salted hash; the right user and password pass, anything else fails; unusable ones are refused")
