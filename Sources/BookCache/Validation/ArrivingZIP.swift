@@ -6,8 +6,9 @@ import Synchronization
 /// the body is still coming instead of after it, reading the file back.
 ///
 /// Each entry's data is CRC-32'd as it passes (inflated first when deflated), and the central
-/// directory at the end says which entries those were. The work runs on another blocking-work
-/// thread (a ``Handoff``) while the download writes the next batch.
+/// directory at the end says which entries those were. Past the body's first
+/// ``FileDownloader/alongsideFrom`` bytes the work runs on another blocking-work thread (a
+/// ``Handoff``) while the download writes the next batch; before, on the writer's.
 ///
 /// It only vouches, it never refuses: ``verdict()`` names the entries whose data it saw whole and
 /// right — a local header at the offset the central directory gives, with the same name, method,
@@ -66,6 +67,7 @@ final class ArrivingZIP: BodyObserver {
     /// they were a whole archive this reader follows, from its first byte to its end record.
     /// Blocks while the last batches are read.
     func verdict() -> ZIPStreamReader.Verdict? {
+        BlockingWork.assertMayBlock("ArrivingZIP.verdict (it waits for the reading alongside)")
         handoff.finish()
         return reader.state.withLock { $0.verdict }
     }

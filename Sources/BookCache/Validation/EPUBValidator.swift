@@ -277,11 +277,12 @@ struct EPUBValidator {
         let crc32: UInt32?
 
         /// Whether the entry the reader of the arriving bytes saw at the same index is this one,
-        /// and its data was whole and right.
+        /// and its data was whole and right. (An encrypted entry never gets here: the archive is
+        /// refused when its entries are described.)
         func vouched(by seen: ZIPStreamReader.Entry) -> Bool {
             let header = seen.header
             return seen.vouched && header.rawName == rawName && Int32(header.method) == method && header.crc32 == crc32
-                && header.compressedSize == compressedSize && header.size == size && !encrypted
+                && header.compressedSize == compressedSize && header.size == size
         }
     }
 

@@ -478,9 +478,7 @@ final class HashBox: @unchecked Sendable {
     private var length: Int64 = 0
     /// Whether a batch went to the thread alongside.
     private var handedOver = false
-    private lazy var alongside = Handoff<[[UInt8]]>(depth: 2) { [value] batch in
-        for buffer in batch { buffer.withUnsafeBytes { value.update($0) } }
-    }
+    private lazy var alongside = Handoff<[[UInt8]]>(depth: 2) { [value] in Self.hash($0, into: value) }
 
     /// Hashes `bytes` here (a partial file's prefix, read back).
     func update(_ bytes: UnsafeRawBufferPointer) {
@@ -492,12 +490,13 @@ final class HashBox: @unchecked Sendable {
     func add(_ batch: [[UInt8]]) {
         let start = length
         length += batch.reduce(Int64(0)) { $0 + Int64($1.count) }
-        guard start >= FileDownloader.alongsideFrom else {
-            for buffer in batch { buffer.withUnsafeBytes { value.update($0) } }
-            return
-        }
+        guard start >= FileDownloader.alongsideFrom else { return Self.hash(batch, into: value) }
         handedOver = true
         alongside.put(batch)
+    }
+
+    private static func hash(_ batch: [[UInt8]], into value: SHA256Hasher) {
+        for buffer in batch { buffer.withUnsafeBytes { value.update($0) } }
     }
 
     /// The digest of every byte given so far, once they are hashed; the hash goes on.
@@ -513,6 +512,7 @@ final class HashBox: @unchecked Sendable {
     }
 
     private func settle() {
+        BlockingWork.assertMayBlock("a download's digest (it waits for the hashing alongside)")
         if handedOver { alongside.finish() }
     }
 }
