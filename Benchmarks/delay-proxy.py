@@ -13,9 +13,14 @@ than 1.5 round trips after it connected, as when its first bytes could leave onl
 SYN-ACK came back (since 2026-11-27; before, a new connection cost one round trip less than on a
 real network). TCP's slow start is not modelled: a new connection is as fast as an old one.
 
-    Benchmarks/delay-proxy.py LISTEN_PORT UPSTREAM_PORT DELAY_MS
+    Benchmarks/delay-proxy.py LISTEN_PORT UPSTREAM_PORT DELAY_MS [TURNAROUND_LOG]
 
-Prints "ready" on stdout once it listens; runs until killed.
+Prints "ready" on stdout once it listens; runs until killed. With TURNAROUND_LOG it appends to that
+file, in milliseconds, each client's turnaround: the time from the last bytes it was handed to the
+first bytes it sent after them, on the same connection. For HTTP/1.1 that is the time a client takes
+between one response's end and its next request there (reading what was handed over included) —
+what the network waits for while the client finishes a book and starts the next. Multiplexed
+HTTP/2 sends while it receives, so there the numbers mean little.
 """
 
 import asyncio
@@ -24,7 +29,24 @@ import sys
 import time
 
 
-async def pump(reader, writer, delay, not_before=0.0):
+class Turnaround:
+    """When a connection last handed bytes to its client, and the log of the client's turnarounds."""
+
+    def __init__(self, log):
+        self.log = log
+        self.handed = None
+
+    def sent(self):
+        self.handed = time.monotonic()
+
+    def received(self):
+        if self.handed is not None and self.log is not None:
+            self.log.write(f"{(time.monotonic() - self.handed) * 1000:.3f}\n")
+            self.log.flush()
+        self.handed = None
+
+
+async def pump(reader, writer, delay, not_before=0.0, on_read=None, on_write=None):
     queue = asyncio.Queue()
 
     async def deliver():
@@ -41,11 +63,15 @@ async def pump(reader, writer, delay, not_before=0.0):
                 return
             writer.write(data)
             await writer.drain()
+            if on_write:
+                on_write()
 
     sender = asyncio.create_task(deliver())
     try:
         while True:
             data = await reader.read(262144)
+            if data and on_read:
+                on_read()
             queue.put_nowait((max(time.monotonic() + delay, not_before), data or None))
             if not data:
                 break
@@ -59,6 +85,7 @@ async def pump(reader, writer, delay, not_before=0.0):
 async def main():
     listen, upstream, delay_ms = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
     delay = delay_ms / 1000
+    log = open(sys.argv[4], "a") if len(sys.argv) > 4 else None
 
     async def handle(client_reader, client_writer):
         connected = time.monotonic()
@@ -69,10 +96,11 @@ async def main():
             client_writer.close()
             return
         server_writer.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        turnaround = Turnaround(log)
         # The handshake's round trip: the client's first bytes leave once its SYN-ACK would be back.
         await asyncio.gather(
-            pump(client_reader, server_writer, delay, not_before=connected + 3 * delay),
-            pump(server_reader, client_writer, delay),
+            pump(client_reader, server_writer, delay, not_before=connected + 3 * delay, on_read=turnaround.received),
+            pump(server_reader, client_writer, delay, on_write=turnaround.sent),
             return_exceptions=True,
         )
 

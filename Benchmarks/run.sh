@@ -97,18 +97,20 @@ start_nginx() {
 }
 
 # A delay of DELAY_MS each way in front of UPSTREAM_PORT, listening on LISTEN_PORT.
-start_delay() { # LISTEN_PORT UPSTREAM_PORT DELAY_MS
+start_delay() { # LISTEN_PORT UPSTREAM_PORT DELAY_MS [TURNAROUND_LOG]
   local fifo; fifo="$(mktemp -u)"; mkfifo "$fifo"
-  python3 Benchmarks/delay-proxy.py "$1" "$2" "$3" >"$fifo" &
+  python3 Benchmarks/delay-proxy.py "$@" >"$fifo" &
   proxy_pids+=("$!")
   read -r _ <"$fifo"; rm -f "$fifo"
 }
 
-# race NAME LIST SCHEME_NOTE: bookcache, curl --parallel, wget2 and aria2c on the URLs of LIST
-# with CONCURRENCY at once, each followed by `sync -f` of what it wrote, alternating for
-# $rounds rounds; prints each one's median and bookcache's ratio to the fastest peer.
+# race NAME LIST CONCURRENCY [TURNAROUND_LOG]: bookcache, curl --parallel, wget2 and aria2c on the
+# URLs of LIST with CONCURRENCY at once, each followed by `sync -f` of what it wrote, alternating
+# for $rounds rounds; prints each one's median and bookcache's ratio to the fastest peer. With the
+# log its delay proxy writes, also each one's median turnaround (from a response's last bytes to
+# the next request on the connection: the time the network waits for the client).
 race() {
-  local name="$1" list="$2" n="$3"
+  local name="$1" list="$2" n="$3" turnarounds="${4:-}"
   { echo "remote-name-all"; sed 's#.*#url = "&"#' "$list"; } >"$list.curlrc"
   local tools=(bookcache curl wget2 aria2c)
   local -A cmd times
@@ -122,11 +124,14 @@ race() {
   cmd[wget2]="cd $work/lat-d && wget2 -q --no-robots --max-threads=$n --ca-certificate=$ca -i $list && sync -f ."
   cmd[aria2c]="aria2c -q -j $n -x 1 --ca-certificate=$ca --allow-overwrite=true --auto-file-renaming=false -d $work/lat-d -i $list && sync -f $work/lat-d"
   local r t m tool
+  local -A turns
   for r in $(seq "$rounds"); do
     for tool in "${tools[@]}"; do
       discard "$work/lat-c" "$work/lat-d"; mkdir -p "$work/lat-d"; sync
+      [ -n "$turnarounds" ] && : >"$turnarounds"
       read -r t m < <(measure bash -c "${cmd[$tool]}")
       times[$tool]+="$t "
+      [ -n "$turnarounds" ] && turns[$tool]+="$(median <"$turnarounds") "
     done
   done
   local -A med
@@ -139,6 +144,11 @@ race() {
   local before=""
   [ -n "${med[before]:-}" ] && before=", bookcache before ${med[before]} s ($(awk -v a="${med[before]}" -v b="$best" 'BEGIN { printf "%.2f×", a / b }'))"
   echo "| $name | ${med[bookcache]} s | curl ${med[curl]} s, wget2 ${med[wget2]} s, aria2c ${med[aria2c]} s (each then sync -f)$before | $ratio of $fastest | |" | tee -a "$out"
+  if [ -n "$turnarounds" ]; then
+    local line="turnaround per request, median of the rounds' medians (ms):"
+    for tool in "${tools[@]}"; do line+=" $tool $(printf '%s\n' ${turns[$tool]} | median),"; done
+    echo "${line%,}" | tee -a "$out"
+  fi
 }
 
 books() { # COUNT SIZE PREFIX
@@ -207,11 +217,11 @@ if [ "$what" = all ] || [ "$what" = latency ]; then
   books 1000 65536 s
   books 200 1048576 m
   start_delay "$((port + 2))" "$((port + 1))" 20
-  start_delay "$((port + 3))" "$port" 20
+  start_delay "$((port + 3))" "$port" 20 "$work/lat-turnarounds.txt"
   seq 0 999 | sed "s#.*#https://127.0.0.1:$((port + 2))/s&.epub#" >"$work/lat-small.txt"
   seq 0 199 | sed "s#.*#http://127.0.0.1:$((port + 3))/m&.epub#" >"$work/lat-batch.txt"
   race "1000 × 64 KiB, HTTPS (HTTP/2), 16 at once, 40 ms round trip" "$work/lat-small.txt" 16
-  race "200 × 1 MiB, HTTP/1.1, 8 at once, 40 ms round trip" "$work/lat-batch.txt" 8
+  race "200 × 1 MiB, HTTP/1.1, 8 at once, 40 ms round trip" "$work/lat-batch.txt" 8 "$work/lat-turnarounds.txt"
 fi
 
 if [ "$what" = all ] || [ "$what" = limit ]; then
