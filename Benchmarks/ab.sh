@@ -2,7 +2,10 @@
 # A/B of two revisions of bookcache on loopback nginx: alternating rounds (ABBA), medians, the ratio.
 # Not a test. A speed-up earns its place with at least 7 rounds showing 10% or more.
 #
-#   Benchmarks/ab.sh REV_A REV_B [large|batch|small] [ROUNDS]
+#   Benchmarks/ab.sh REV_A REV_B [large|batch|small|latency-batch|latency-small] [ROUNDS]
+#
+# The latency cases go through Benchmarks/delay-proxy.py (a 40 ms round trip), as `run.sh latency`:
+# 200 × 1 MiB over HTTP/1.1 at 8 at once, 1000 × 64 KiB over HTTPS with HTTP/2 at 16 at once.
 #
 # Each revision is built in release mode in its own worktree under $BENCH_DIR/ab-REV; a path to a
 # bookcache binary may stand for a revision (a build of uncommitted work, say).
@@ -22,9 +25,16 @@ build() { # REV or binary -> path of its bookcache binary
 }
 bin_a="$(build "$rev_a")"; bin_b="$(build "$rev_b")"
 
-nginx_pid="$(Benchmarks/nginx.sh "$work/books" "$port" "$work/nginx-ab")"
-trap 'kill "$nginx_pid" 2>/dev/null || true; rm -rf "$work/ab-trash"' EXIT
+nginx_pid="$(Benchmarks/nginx.sh "$work/books" "$port" "$work/nginx-ab" "$((port + 1))")"
+proxy_pids=()
+trap 'kill "$nginx_pid" ${proxy_pids[@]+"${proxy_pids[@]}"} 2>/dev/null || true; rm -rf "$work/ab-trash"' EXIT
 base="http://127.0.0.1:$port"
+delayed() { # LISTEN_PORT UPSTREAM_PORT: a 40 ms round trip in front of nginx
+  local fifo; fifo="$(mktemp -u)"; mkfifo "$fifo"
+  python3 Benchmarks/delay-proxy.py "$1" "$2" 20 >"$fifo" &
+  proxy_pids+=("$!")
+  read -r _ <"$fifo"; rm -f "$fifo"
+}
 
 case "$what" in
   large) python3 Benchmarks/make-books.py "$work/books" 1 1073741824 big
@@ -35,6 +45,16 @@ case "$what" in
   small) python3 Benchmarks/make-books.py "$work/books" 2000 65536 s
          seq 0 1999 | sed "s#.*#$base/s&.epub#" >"$work/ab-small.txt"
          args() { echo "download --from $work/ab-small.txt --concurrency 16"; } ;;
+  latency-batch)
+         python3 Benchmarks/make-books.py "$work/books" 200 1048576 m
+         delayed "$((port + 3))" "$port"
+         seq 0 199 | sed "s#.*#http://127.0.0.1:$((port + 3))/m&.epub#" >"$work/ab-lat-batch.txt"
+         args() { echo "download --from $work/ab-lat-batch.txt --concurrency 8"; } ;;
+  latency-small)
+         python3 Benchmarks/make-books.py "$work/books" 1000 65536 s
+         delayed "$((port + 2))" "$((port + 1))"
+         seq 0 999 | sed "s#.*#https://127.0.0.1:$((port + 2))/s&.epub#" >"$work/ab-lat-small.txt"
+         args() { echo "download --from $work/ab-lat-small.txt --concurrency 16 --cacert $work/nginx-ab/ca.pem"; } ;;
   *) echo "unknown case: $what" >&2; exit 64 ;;
 esac
 
