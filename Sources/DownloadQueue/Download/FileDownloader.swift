@@ -385,9 +385,7 @@ package struct FileDownloader: Sendable {
 
     /// Writes a batch of buffers, then hashes them (here, or alongside: ``HashBox``).
     static func hashAndWrite(_ batch: [[UInt8]], hasher: HashBox, file: OutputFile) throws {
-        for buffer in batch {
-            try buffer.withUnsafeBytes { try file.write($0) }
-        }
+        try file.write(batch)
         hasher.add(batch)
     }
 

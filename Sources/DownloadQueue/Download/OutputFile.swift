@@ -41,19 +41,65 @@ final class OutputFile: @unchecked Sendable {
         }
     }
 
-    func write(_ bytes: UnsafeRawBufferPointer) throws {
-        var offset = 0
-        while offset < bytes.count {
-            let written = systemWrite(fd, bytes.baseAddress! + offset, bytes.count - offset)
-            if written < 0 {
-                if errno == EINTR { continue }
-                let code = errno
+    /// Writes `buffers` in order, gathered into one `writev` for up to ``gathered`` of them. A
+    /// `write` for each (a batch holds libcurl's 16 KiB pieces) made the kernel's work per call —
+    /// the inode's lock, finding the pages — a quarter of a 1 GiB book's time (7 and 9 alternating
+    /// rounds: B/A 0.745 and 0.794 with `writev`).
+    func write(_ buffers: [[UInt8]]) throws {
+        var start = 0
+        var vectors: [iovec] = []
+        vectors.reserveCapacity(min(buffers.count, Self.gathered))
+        while start < buffers.count {
+            let end = min(start + Self.gathered, buffers.count)
+            vectors.removeAll(keepingCapacity: true)
+            try gather(buffers, from: start, to: end, into: &vectors)
+            start = end
+        }
+    }
+
+    /// The most buffers one `writev` takes (the kernel's limit is 1,024; this bounds the nesting
+    /// that keeps each buffer's address valid while it is written).
+    static let gathered = 64
+
+    /// Notes where each buffer of `index..<end` is while its address is valid — inside its
+    /// `withUnsafeBytes`, one nested in the next — and writes them all from the innermost.
+    private func gather(_ buffers: [[UInt8]], from index: Int, to end: Int, into vectors: inout [iovec]) throws {
+        guard index < end else { return try writeAll(&vectors) }
+        try buffers[index].withUnsafeBytes { bytes in
+            if let base = bytes.baseAddress, bytes.count > 0 {
+                vectors.append(iovec(iov_base: UnsafeMutableRawPointer(mutating: base), iov_len: bytes.count))
+            }
+            try gather(buffers, from: index + 1, to: end, into: &vectors)
+        }
+    }
+
+    /// Writes every byte `vectors` point at, again after a short write.
+    private func writeAll(_ vectors: inout [iovec]) throws {
+        let total = vectors.reduce(0) { $0 + $1.iov_len }
+        var first = 0
+        while first < vectors.count {
+            let written = vectors.withUnsafeBufferPointer { all in
+                systemWritev(fd, all.baseAddress! + first, Int32(all.count - first))
+            }
+            if written <= 0 {
+                if written < 0 && errno == EINTR { continue }
+                let code = written < 0 ? errno : EIO
                 throw DownloadError(
                     kind: .fileSystem, url: url, errnoCode: code, detail: "writing \(path): \(String(cString: strerror(code)))")
             }
-            offset += written
+            var left = written
+            while left > 0 {
+                if left >= vectors[first].iov_len {
+                    left -= vectors[first].iov_len
+                    first += 1
+                } else {
+                    vectors[first].iov_base += left
+                    vectors[first].iov_len -= left
+                    left = 0
+                }
+            }
         }
-        unflushed += bytes.count
+        unflushed += total
         if unflushed >= Self.writebackChunk {
             _ = bookcache_start_writeback(fd, self.offset, Int64(unflushed))
             self.offset += Int64(unflushed)
@@ -93,11 +139,11 @@ final class OutputFile: @unchecked Sendable {
 }
 
 @inline(__always)
-private func systemWrite(_ fd: Int32, _ buffer: UnsafeRawPointer, _ count: Int) -> Int {
+private func systemWritev(_ fd: Int32, _ vectors: UnsafePointer<iovec>, _ count: Int32) -> Int {
     #if canImport(Glibc)
-        return Glibc.write(fd, buffer, count)
+        return Glibc.writev(fd, vectors, count)
     #else
-        return Darwin.write(fd, buffer, count)
+        return Darwin.writev(fd, vectors, count)
     #endif
 }
 
