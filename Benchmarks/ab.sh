@@ -29,12 +29,6 @@ nginx_pid="$(Benchmarks/nginx.sh "$work/books" "$port" "$work/nginx-ab" "$((port
 proxy_pids=()
 trap 'kill "$nginx_pid" ${proxy_pids[@]+"${proxy_pids[@]}"} 2>/dev/null || true; rm -rf "$work/ab-trash"' EXIT
 base="http://127.0.0.1:$port"
-delayed() { # LISTEN_PORT UPSTREAM_PORT: a 40 ms round trip in front of nginx
-  local fifo; fifo="$(mktemp -u)"; mkfifo "$fifo"
-  python3 Benchmarks/delay-proxy.py "$1" "$2" 20 >"$fifo" &
-  proxy_pids+=("$!")
-  read -r _ <"$fifo"; rm -f "$fifo"
-}
 
 case "$what" in
   large) python3 Benchmarks/make-books.py "$work/books" 1 1073741824 big
@@ -47,12 +41,12 @@ case "$what" in
          args() { echo "download --from $work/ab-small.txt --concurrency 16"; } ;;
   latency-batch)
          python3 Benchmarks/make-books.py "$work/books" 200 1048576 m
-         delayed "$((port + 3))" "$port"
+         proxy_pids+=("$(Benchmarks/delay.sh "$((port + 3))" "$port" 20)")
          seq 0 199 | sed "s#.*#http://127.0.0.1:$((port + 3))/m&.epub#" >"$work/ab-lat-batch.txt"
          args() { echo "download --from $work/ab-lat-batch.txt --concurrency 8"; } ;;
   latency-small)
          python3 Benchmarks/make-books.py "$work/books" 1000 65536 s
-         delayed "$((port + 2))" "$((port + 1))"
+         proxy_pids+=("$(Benchmarks/delay.sh "$((port + 2))" "$((port + 1))" 20)")
          seq 0 999 | sed "s#.*#https://127.0.0.1:$((port + 2))/s&.epub#" >"$work/ab-lat-small.txt"
          args() { echo "download --from $work/ab-lat-small.txt --concurrency 16 --cacert $work/nginx-ab/ca.pem"; } ;;
   *) echo "unknown case: $what" >&2; exit 64 ;;

@@ -96,14 +96,6 @@ start_nginx() {
   ca="$work/nginx/ca.pem"
 }
 
-# A delay of DELAY_MS each way in front of UPSTREAM_PORT, listening on LISTEN_PORT.
-start_delay() { # LISTEN_PORT UPSTREAM_PORT DELAY_MS [TURNAROUND_LOG]
-  local fifo; fifo="$(mktemp -u)"; mkfifo "$fifo"
-  python3 Benchmarks/delay-proxy.py "$@" >"$fifo" &
-  proxy_pids+=("$!")
-  read -r _ <"$fifo"; rm -f "$fifo"
-}
-
 # race NAME LIST CONCURRENCY [TURNAROUND_LOG]: bookcache, curl --parallel, wget2 and aria2c on the
 # URLs of LIST with CONCURRENCY at once, each followed by `sync -f` of what it wrote, alternating
 # for $rounds rounds; prints each one's median and bookcache's ratio to the fastest peer. With the
@@ -216,8 +208,8 @@ if [ "$what" = all ] || [ "$what" = latency ]; then
   # way (this kernel has no netem). HTTPS with HTTP/2 for the small books, HTTP/1.1 for the 1 MiB ones.
   books 1000 65536 s
   books 200 1048576 m
-  start_delay "$((port + 2))" "$((port + 1))" 20
-  start_delay "$((port + 3))" "$port" 20 "$work/lat-turnarounds.txt"
+  proxy_pids+=("$(Benchmarks/delay.sh "$((port + 2))" "$((port + 1))" 20)")
+  proxy_pids+=("$(Benchmarks/delay.sh "$((port + 3))" "$port" 20 "$work/lat-turnarounds.txt")")
   seq 0 999 | sed "s#.*#https://127.0.0.1:$((port + 2))/s&.epub#" >"$work/lat-small.txt"
   seq 0 199 | sed "s#.*#http://127.0.0.1:$((port + 3))/m&.epub#" >"$work/lat-batch.txt"
   race "1000 × 64 KiB, HTTPS (HTTP/2), 16 at once, 40 ms round trip" "$work/lat-small.txt" 16
