@@ -134,7 +134,7 @@ struct CurlHeaderLineTests {
     func headerLines() throws {
         let transfer = CurlTransfer(
             url: try #require(URL(string: "http://127.0.0.1:1/b.epub")), headers: [], credentials: nil,
-            configuration: CurlTransport.Configuration())
+            configuration: CurlTransport.Configuration(), budget: BufferBudget(limit: 1))
         func receive(_ line: String) {
             Array(line.utf8).withUnsafeBytes { transfer.received(headerLine: $0) }
         }

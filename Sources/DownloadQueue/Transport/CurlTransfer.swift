@@ -13,7 +13,7 @@ final class CurlTransfer: @unchecked Sendable {
 
     private struct State {
         /// What to do next, decided without I/O (see ``CurlTransferState``).
-        var machine = CurlTransferState(pauseAbove: CurlTransfer.pauseAbove)
+        var machine: CurlTransferState
         var headers: [(name: String, value: String)] = []
         var failure: DownloadError?
         // The continuations the machine says to resume; set while it says someone waits.
@@ -30,23 +30,32 @@ final class CurlTransfer: @unchecked Sendable {
     var headerList: UnsafeMutablePointer<curl_slist>?
     /// Whether its handle came with a Digest nonce from an earlier transfer.
     var answersDigestUpFront = false
-    private let state = Mutex(State())
+    private let state: Mutex<State>
 
     /// A body read slower than it arrives pauses the transfer past this many buffered bytes.
     static let pauseAbove = 4 << 20
+    /// The bytes kept unread by all transfers of the transport, which pause together past its bound.
+    let budget: BufferBudget
 
     /// Whether libcurl follows redirects itself (off when the caller follows them, hop by hop).
     let followsRedirects: Bool
 
     init(
         url: URL, headers: [(name: String, value: String)], credentials: HTTPCredentials?, configuration: CurlTransport.Configuration,
-        followsRedirects: Bool = true
+        budget: BufferBudget, followsRedirects: Bool = true
     ) {
         self.url = url
+        self.budget = budget
+        state = Mutex(State(machine: CurlTransferState(pauseAbove: Self.pauseAbove, sharedLimit: budget.limit)))
         self.followsRedirects = followsRedirects
         self.requestHeaders = headers
         self.credentials = credentials
         self.configuration = configuration
+    }
+
+    deinit {
+        // A body not read to its end (cancelled, failed) leaves its bytes to no reader.
+        budget.released(state.withLock { $0.machine.bufferedBytes })
     }
 
     func start(head: CheckedContinuation<Head, any Error>) {
@@ -93,7 +102,8 @@ final class CurlTransfer: @unchecked Sendable {
         let (head, reader, buffer, accepted):
             (CheckedContinuation<Head, any Error>?, CheckedContinuation<[UInt8]?, any Error>?, [UInt8]?, Bool) =
                 state.withLock { state in
-                    let (deliverHead, arrival) = state.machine.bodyArrived(count: bytes.count)
+                    let (deliverHead, arrival) = state.machine.bodyArrived(
+                        count: bytes.count, othersKeep: budget.keptBytes - state.machine.bufferedBytes)
                     let head = deliverHead ? state.head.take() : nil
                     switch arrival {
                     case .pause:
@@ -102,6 +112,7 @@ final class CurlTransfer: @unchecked Sendable {
                         return (head, state.reader.take(), [UInt8](bytes), true)
                     case .buffer:
                         state.machine.buffer([UInt8](bytes))
+                        budget.kept(bytes.count)
                         return (head, nil, nil, true)
                     }
                 }
@@ -151,7 +162,9 @@ final class CurlTransfer: @unchecked Sendable {
             }
             let action: Action = state.withLock { state in
                 switch state.machine.read() {
-                case .give(let buffer): return .give(buffer)
+                case .give(let buffer):
+                    budget.released(buffer.count)
+                    return .give(buffer)
                 case .end: return .give(nil)
                 case .fail: return .fail(state.failure ?? DownloadError(kind: .transport, url: url))
                 case .wait(let unpause):

@@ -33,6 +33,8 @@ struct CurlTransferState {
 
     /// A transfer pauses once this many bytes wait unread.
     let pauseAbove: Int
+    /// Transfers that keep bytes unread pause once they keep this many together.
+    let sharedLimit: Int
     /// Whether a caller waits for the response head (delivered with the first body bytes, or
     /// at the end of a transfer without a body).
     private(set) var headWaiting = false
@@ -46,8 +48,9 @@ struct CurlTransferState {
     /// Bytes received and not yet read.
     private(set) var bufferedBytes = 0
 
-    init(pauseAbove: Int) {
+    init(pauseAbove: Int, sharedLimit: Int = .max) {
         self.pauseAbove = pauseAbove
+        self.sharedLimit = sharedLimit
     }
 
     /// The caller waits for the head.
@@ -57,10 +60,17 @@ struct CurlTransferState {
 
     /// `count` body bytes arrived; `deliverHead` is true for the first ones while a caller waits
     /// for the head.
-    mutating func bodyArrived(count: Int) -> (deliverHead: Bool, action: BodyArrival) {
+    ///
+    /// `othersKeep` is what the transport's other transfers keep unread (``BufferBudget``). Alone,
+    /// a transfer pauses past ``pauseAbove``; beside others that keep bytes too, it also pauses
+    /// once they all keep ``sharedLimit``. One that keeps nothing always takes the bytes, so
+    /// every transfer goes on, and the shared bound is passed by one callback's bytes a transfer
+    /// at most.
+    mutating func bodyArrived(count: Int, othersKeep: Int = 0) -> (deliverHead: Bool, action: BodyArrival) {
         let deliverHead = headWaiting
         headWaiting = false
-        if !readerWaiting && bufferedBytes >= pauseAbove {
+        let sharedFull = bufferedBytes > 0 && othersKeep > 0 && bufferedBytes + othersKeep >= sharedLimit
+        if !readerWaiting && (bufferedBytes >= pauseAbove || sharedFull) {
             paused = true
             return (deliverHead, .pause)
         }

@@ -82,6 +82,9 @@ public final class CurlTransport: HTTPTransport, Sendable {
         driver?.submit(.stop)
     }
 
+    /// What its transfers keep unread (`nil` before the first request): for tests.
+    var budget: BufferBudget? { driverState.withLock { $0.driver?.budget } }
+
     private var driver: CurlDriver {
         get throws(DownloadError) {
             try driverState.withLock { state throws(DownloadError) in
@@ -144,10 +147,10 @@ public final class CurlTransport: HTTPTransport, Sendable {
     private func transfer(
         _ url: URL, headers: [(name: String, value: String)], credentials: HTTPCredentials?, followingRedirects: Bool
     ) async throws -> TransportResponse {
+        let driver = try self.driver
         let transfer = CurlTransfer(
             url: url, headers: headers, credentials: credentials.flatMap { $0.applies(to: url) ? $0 : nil }, configuration: configuration,
-            followsRedirects: followingRedirects)
-        let driver = try self.driver
+            budget: driver.budget, followsRedirects: followingRedirects)
         let head = try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<CurlTransfer.Head, any Error>) in
                 transfer.start(head: continuation)
