@@ -64,8 +64,8 @@ struct CurlTransferState {
     /// `othersKeep` is what the transport's other transfers keep unread (``BufferBudget``). Alone,
     /// a transfer pauses past ``pauseAbove``; beside others that keep bytes too, it also pauses
     /// once they all keep ``sharedLimit``. One that keeps nothing always takes the bytes, so
-    /// every transfer goes on, and the shared bound is passed by one callback's bytes a transfer
-    /// at most.
+    /// every transfer goes on; together they keep at most the larger bound (one transfer may
+    /// fill its own before the others start) and one callback's bytes a transfer.
     mutating func bodyArrived(count: Int, othersKeep: Int = 0) -> (deliverHead: Bool, action: BodyArrival) {
         let deliverHead = headWaiting
         headWaiting = false
