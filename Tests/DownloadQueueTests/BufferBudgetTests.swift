@@ -82,4 +82,40 @@ struct SharedBufferBoundTests {
             #expect(budget.keptBytes == 0, "a body nobody read to its end leaves nothing counted")
         }
     }
+
+    @Test(
+        "over HTTP/2 from nginx, streams of one connection paused for the shared bound: each body still arrives whole",
+        .enabled(if: NginxServer.isInstalled, "nginx or openssl is not installed; scripts/test.sh installs them"))
+    func multiplexed() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let books = dir.path("books")
+        try FileManager.default.createDirectory(at: books, withIntermediateDirectories: true)
+        let bodies = (0..<6).map { payload(3 << 20, seed: UInt8($0)) }
+        for (index, body) in bodies.enumerated() { try body.write(to: books.appendingPathComponent("h\(index)")) }
+        try await NginxServer.with(serving: books, work: dir.path("nginx")) { nginx in
+            let transport = CurlTransport(configuration: CurlTransport.Configuration(caFile: nginx.certificateFile.path))
+            defer { transport.shutdown() }
+            var responses: [TransportResponse] = []
+            // Sent one after the other, each once the one before has its head: the later ones
+            // share the first one's connection, as streams.
+            for index in bodies.indices {
+                responses.append(try await transport.send(TransportRequest(url: try #require(URL(string: "\(nginx.baseURL)/h\(index)")))))
+            }
+            // Read one at a time: the others' streams fill the shared bound and pause (the first body
+            // kept whole, each other stream paused after its first 16 KiB: a peak of 3.08 MiB here); a
+            // pause that held the whole connection would stop the stream being read too (the time limit).
+            for (response, body) in zip(responses, bodies) {
+                var received = Data()
+                for try await buffer in response.body { received.append(contentsOf: buffer) }
+                #expect(received == body)
+            }
+            responses.removeAll()
+            let budget = try #require(transport.budget)
+            #expect(budget.peak <= CurlTransfer.pauseAbove + bodies.count * (16 << 10))
+            #expect(budget.keptBytes == 0)
+            let log = try nginx.accessLog()
+            #expect(log.count == bodies.count && log.allSatisfy { $0.contains("HTTP/2.0") }, "\(log)")
+        }
+    }
 }
