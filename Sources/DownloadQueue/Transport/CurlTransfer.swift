@@ -102,8 +102,7 @@ final class CurlTransfer: @unchecked Sendable {
         let (head, reader, buffer, accepted):
             (CheckedContinuation<Head, any Error>?, CheckedContinuation<[UInt8]?, any Error>?, [UInt8]?, Bool) =
                 state.withLock { state in
-                    let (deliverHead, arrival) = state.machine.bodyArrived(
-                        count: bytes.count, othersKeep: budget.keptBytes - state.machine.bufferedBytes)
+                    let (deliverHead, arrival) = state.machine.bodyArrived(count: bytes.count, allKeep: budget.keptBytes)
                     let head = deliverHead ? state.head.take() : nil
                     switch arrival {
                     case .pause:

@@ -61,15 +61,15 @@ struct CurlTransferState {
     /// `count` body bytes arrived; `deliverHead` is true for the first ones while a caller waits
     /// for the head.
     ///
-    /// `othersKeep` is what the transport's other transfers keep unread (``BufferBudget``). Alone,
-    /// a transfer pauses past ``pauseAbove``; beside others that keep bytes too, it also pauses
-    /// once they all keep ``sharedLimit``. One that keeps nothing always takes the bytes, so
-    /// every transfer goes on; together they keep at most the larger bound (one transfer may
-    /// fill its own before the others start) and one callback's bytes a transfer.
-    mutating func bodyArrived(count: Int, othersKeep: Int = 0) -> (deliverHead: Bool, action: BodyArrival) {
+    /// `allKeep` is what the transport's transfers keep unread, this one's included
+    /// (``BufferBudget``). Alone, a transfer pauses past ``pauseAbove``; beside others that keep
+    /// bytes too, it also pauses once they all keep ``sharedLimit``. One that keeps nothing always
+    /// takes the bytes, so every transfer goes on; together they keep at most the larger bound
+    /// (one transfer may fill its own before the others start) and one callback's bytes a transfer.
+    mutating func bodyArrived(count: Int, allKeep: Int = 0) -> (deliverHead: Bool, action: BodyArrival) {
         let deliverHead = headWaiting
         headWaiting = false
-        let sharedFull = bufferedBytes > 0 && othersKeep > 0 && bufferedBytes + othersKeep >= sharedLimit
+        let sharedFull = bufferedBytes > 0 && allKeep > bufferedBytes && allKeep >= sharedLimit
         if !readerWaiting && (bufferedBytes >= pauseAbove || sharedFull) {
             paused = true
             return (deliverHead, .pause)
