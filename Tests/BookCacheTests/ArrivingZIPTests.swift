@@ -148,6 +148,23 @@ struct ArrivingZIPTests {
         #expect(verdict.entries.map(\.vouched) == [true, true, true, true, true, false])
     }
 
+    @Test("every EPUB among the fixtures gets the same verdict with the entries vouched for as it arrived as without")
+    func fixtures() throws {
+        let root = Fixtures.repositoryRoot.appendingPathComponent("Fixtures/books")
+        let names = try FileManager.default.subpathsOfDirectory(atPath: root.path).filter { $0.hasSuffix(".epub") }.sorted()
+        #expect(names.count > 25)
+        var vouched = 0
+        for name in names {
+            let path = root.appendingPathComponent(name).path
+            let verdict = Self.verdict(of: [UInt8](try Data(contentsOf: URL(fileURLWithPath: path))), piece: 4096)
+            vouched += verdict?.entries.filter(\.vouched).count ?? 0
+            let validator = BookValidator()
+            let byLibzip = Result { () throws(ValidationFailure) in try validator.check(path: path) }
+            #expect(Result { () throws(ValidationFailure) in try validator.check(path: path, arrived: verdict) } == byLibzip, "\(name)")
+        }
+        #expect(vouched > 100)
+    }
+
     /// The offset of entry `index`'s data: its local header's, found through the central directory.
     static func dataOffset(of index: Int, in bytes: [UInt8]) -> Int {
         func u16(_ at: Int) -> Int { Int(bytes[at]) | Int(bytes[at + 1]) << 8 }
