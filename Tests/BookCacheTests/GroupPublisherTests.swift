@@ -25,6 +25,69 @@ struct GroupPublisherTests {
             record: record, partial: partial, pin: false, syncSource: nil, limits: (maxSize: nil, keep: nil, reserve: 0))
     }
 
+    @Test(
+        "a book its download has published is not busy for the budget while that download returns (a sequential batch under a budget once refused its third book); one still downloading is"
+    )
+    func publishedIsNotBusy() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let manager = BookCacheManager(configuration: BookCacheConfiguration(rootDirectory: dir.path("cache"), storageReserveBytes: 0))
+        try await manager.prepareDirectories()
+        _ = try await manager.allBooks()
+        let (layout, publisher) = (manager.layout, manager.publisher)
+        let (usage, evictor) = await (manager.usageTracker, manager.evictionRunner)
+        let size = try entry("b0", in: layout).record.fileSize
+        // Room for two books.
+        let limits: Evictor.Limits = (maxSize: size * 2, keep: nil, reserve: 0)
+        func publish(_ name: String, by download: UsageTracker.Download?) async throws -> GroupPublisher.Outcome {
+            var ready = try entry(name, in: layout)
+            ready.limits = limits
+            ready.download = download
+            return await publisher.publish(ready)
+        }
+        func admit(_ name: String) async throws -> Result<[EvictedBook], BookCacheError> {
+            let id = try BookID(type: .ebook, bookId: name)
+            return await BlockingWork.run { Result { () throws(BookCacheError) in try evictor.admit(size, for: id, limits: limits) } }
+        }
+        // b1 and b2 published by their downloads, which have not returned: their use and their locks are still held.
+        var running: [(UsageTracker.Download, BookLock)] = []
+        defer { for (download, lock) in running { download.end(); lock.release() } }
+        for name in ["b1", "b2"] {
+            let id = try BookID(type: .ebook, bookId: name)
+            let download = usage.beginDownload(id)
+            running.append((download, try await BookLock.acquire(id, in: layout)))
+            guard case .success = try await publish(name, by: download) else {
+                Issue.record("\(name) was not published")
+                return
+            }
+        }
+        // The next book of the batch fits: the budget evicts b1, the least recently used, when it is published.
+        if case .failure(let error) = try await admit("b3") { Issue.record("b3 was refused: \(error.message)") }
+        guard case .success(let third) = try await publish("b3", by: nil) else {
+            Issue.record("b3 was not published")
+            return
+        }
+        #expect(third.evicted.map(\.metadata.id) == ["ebook-b1"])
+
+        // A download that has not published its book yet keeps it: b2 and b3 fetched again (once the first
+        // downloads have returned), neither published.
+        for (download, lock) in running {
+            download.end()
+            lock.release()
+        }
+        running = []
+        for name in ["b2", "b3"] {
+            let id = try BookID(type: .ebook, bookId: name)
+            running.append((usage.beginDownload(id), try await BookLock.acquire(id, in: layout)))
+        }
+        guard case .failure(let refused) = try await admit("b4") else {
+            Issue.record("b4 was admitted while b2 and b3 are being downloaded")
+            return
+        }
+        #expect(refused.kind == .insufficientStorage)
+        #expect(try await manager.allBooks().map(\.id) == ["ebook-b2", "ebook-b3"])
+    }
+
     @Test("books ready while one is published go in the next group, together; one that fails leaves the others")
     func groupWithAFailure() async throws {
         let dir = try TemporaryDirectory()

@@ -33,10 +33,8 @@ struct Evictor: Sendable {
     }
 
     /// Ids that must not be evicted: in use here, or locked by a download in any process.
-    private func protected(besides extra: BookID?) -> Set<String> {
-        var ids = usage.inUse
-        if let extra { ids.insert(extra.description) }
-        return ids
+    private func protected(besides extra: [BookID]) -> Set<String> {
+        usage.inUse.union(extra.map(\.description))
     }
 
     /// Before a body of `incoming` bytes is written for `id`: refuses a book the budget could
@@ -65,7 +63,7 @@ struct Evictor: Sendable {
         let decide = { (index: IndexTransaction) throws(BookCacheError) in
             // The book's own copy, if it is being replaced, does not count: the new one takes its place.
             let replaced = index[id]
-            let protected = protected(besides: id)
+            let protected = protected(besides: [id])
             if budgetBound {
                 // Only a check: could the budget hold the book once it is cached?
                 let plan = planSkippingLocked(
@@ -92,14 +90,16 @@ struct Evictor: Sendable {
     }
 
     /// Inside the index update that publishes `id`: evicts the least-recently-used books the
-    /// budget can no longer hold. Pinned and busy books stay; when they alone keep the cache
-    /// over its limits, a warning is logged and the new book stays too.
+    /// budget can no longer hold. Pinned and busy books stay, and so do the books of `group`
+    /// (published in the same update); when they alone keep the cache over its limits, a
+    /// warning is logged and the new book stays too.
     /// - Returns: The books evicted, in the order they went.
     func evictForBudget(
-        in index: IndexTransaction, keeping id: BookID, limits: (maxSize: Int64?, keep: Int?, reserve: Int64)
+        in index: IndexTransaction, keeping id: BookID, group: [BookID] = [], limits: (maxSize: Int64?, keep: Int?, reserve: Int64)
     ) throws(BookCacheError) -> [EvictedBook] {
         guard limits.maxSize != nil || limits.keep != nil else { return [] }
-        let plan = planSkippingLocked(index, limits: .init(maxSize: limits.maxSize, keep: limits.keep), protected: protected(besides: id))
+        let plan = planSkippingLocked(
+            index, limits: .init(maxSize: limits.maxSize, keep: limits.keep), protected: protected(besides: [id] + group))
         if !plan.satisfied {
             logger.warning("the cache is over its limits; pinned or busy books keep it there", metadata: ["id": "\(id)"])
         }
@@ -115,7 +115,10 @@ struct Evictor: Sendable {
         var protected = initial
         while true {
             let plan = index.plan(limits: limits, incomingBytes: incomingBytes, incomingCount: incomingCount, protected: protected)
-            let busy = BookLock.held(among: plan.victims.compactMap { try? $0.bookID }, in: layout)
+            // A book a download here has published is locked until that download returns, not busy.
+            let ownPublished = usage.publishedHere
+            let busy = BookLock.held(
+                among: plan.victims.compactMap { try? $0.bookID }.filter { !ownPublished.contains($0.description) }, in: layout)
             if busy.isEmpty { return plan }
             protected.formUnion(busy.map(\.description))
         }
@@ -125,7 +128,7 @@ struct Evictor: Sendable {
     func prune(_ limits: EvictionPlanner.Limits, dryRun: Bool) throws(BookCacheError) -> EvictionPlanner.Plan {
         var result = EvictionPlanner.Plan(victims: [], freedBytes: 0, satisfied: true)
         let body = { (index: IndexTransaction) throws(BookCacheError) in
-            result = planSkippingLocked(index, limits: limits, protected: protected(besides: nil))
+            result = planSkippingLocked(index, limits: limits, protected: protected(besides: []))
             if !dryRun { _ = try remove(result.victims, from: index, reason: .prune) }
         }
         if dryRun {

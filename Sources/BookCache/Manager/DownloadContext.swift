@@ -26,8 +26,9 @@ struct DownloadContext: Sendable {
 
     func run(_ request: BookDownloadRequest) async throws(BookCacheError) -> BookDownloadResult {
         let id = request.id
-        usage.begin(id)
-        defer { usage.end(id) }
+        // The book is in use until it is published (``GroupPublisher``) or this returns.
+        let download = usage.beginDownload(id)
+        defer { download.end() }
         let partial = layout.partialFile(for: id)
         // An EPUB's entries are checked as they arrive, so its validation need not read them back.
         let arriving = ArrivingZIP(limits: configuration.validationLimits)
@@ -38,7 +39,9 @@ struct DownloadContext: Sendable {
         do throws(BookCacheError) {
             let job = job(for: request, to: partial, observer: arriving)
             var result = try await queue.withSlot(for: job, onEvent: { feed.send($0, of: id) }) { slot throws(BookCacheError) in
-                try await steps(of: request, with: slot, into: partial, arriving: arriving) { evictedForSpace += $0 }
+                try await steps(of: request, with: slot, into: partial, arriving: arriving, download: download) {
+                    evictedForSpace += $0
+                }
             }
             result.evicted = evictedForSpace + result.evicted
             return result
@@ -63,7 +66,7 @@ struct DownloadContext: Sendable {
     /// order the machine gives them; each case is a step and what it feeds back.
     private func steps(
         of request: BookDownloadRequest, with slot: DownloadSlot, into partial: URL, arriving: ArrivingZIP,
-        evicted: ([EvictedBook]) -> Void
+        download: UsageTracker.Download, evicted: ([EvictedBook]) -> Void
     ) async throws(BookCacheError) -> BookDownloadResult {
         let id = request.id
         var machine = DownloadMachine()
@@ -155,7 +158,8 @@ struct DownloadContext: Sendable {
                         }
                     }
                 case .publish:
-                    let ready = try Self.carried(entry, id: id, machine)
+                    var ready = try Self.carried(entry, id: id, machine)
+                    ready.download = download
                     published = try await publish(ready, from: partial, resumedFrom: file?.resumedFrom ?? 0)
                     action = machine.next(.published)
                 case .returnPublished:

@@ -24,6 +24,8 @@ final class GroupPublisher: Sendable {
         var pin: Bool
         var syncSource: String?
         var limits: Evictor.Limits
+        /// The download that made it: its book stops being in use for it once published.
+        var download: UsageTracker.Download? = nil
     }
 
     /// A book as stored, and the books the budget evicted for it.
@@ -88,6 +90,8 @@ final class GroupPublisher: Sendable {
     /// Moves each book into place and records it, in one index transaction; every folder a book
     /// was renamed into is synced once, before the commit makes the records durable.
     private func publish(_ entries: [Entry]) -> [Outcome] {
+        // The group's books do not evict each other for the budget.
+        let group = entries.compactMap { try? $0.record.bookID }
         var outcomes: [Outcome] = []
         outcomes.reserveCapacity(entries.count)
         do throws(BookCacheError) {
@@ -97,9 +101,11 @@ final class GroupPublisher: Sendable {
                 for entry in entries {
                     do throws(BookCacheError) {
                         let stored = try index.savepoint { () throws(BookCacheError) in
-                            try place(entry, in: index, folders: &folders)
+                            try place(entry, in: index, folders: &folders, group: group)
                         }
                         outcomes.append(.success(stored))
+                        // Published once this update commits: no longer its download's to protect.
+                        entry.download?.published()
                     } catch {
                         outcomes.append(.failure(error))
                     }
@@ -107,6 +113,7 @@ final class GroupPublisher: Sendable {
                 for folder in folders.sorted() { FileSystem.syncDirectory(folder) }
             }
         } catch {
+            for entry in entries { entry.download?.unpublished() }
             // The transaction did not commit: no book of the group is recorded.
             return entries.indices.map { position in
                 if position < outcomes.count, case .failure(let own) = outcomes[position] { return .failure(own) }
@@ -120,7 +127,7 @@ final class GroupPublisher: Sendable {
     /// One book: its sidecar, its file renamed into place, its record, and what the budget evicts
     /// for it. A replaced book keeps its pin, its sync sources and its place in LRU order.
     private func place(
-        _ entry: Entry, in index: IndexTransaction, folders: inout Set<String>
+        _ entry: Entry, in index: IndexTransaction, folders: inout Set<String>, group: [BookID]
     ) throws(BookCacheError) -> (stored: CachedBookMetadata, evicted: [EvictedBook]) {
         var record = entry.record
         let id = try record.bookID
@@ -160,7 +167,7 @@ final class GroupPublisher: Sendable {
             throw .cacheDirectoryUnusable(layout.root.path, "cannot store \(id) (\(error))")
         }
         index[id] = record
-        let evicted = try evictor.evictForBudget(in: index, keeping: id, limits: entry.limits)
+        let evicted = try evictor.evictForBudget(in: index, keeping: id, group: group, limits: entry.limits)
         return (record, evicted)
     }
 }
