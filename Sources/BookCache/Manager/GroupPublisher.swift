@@ -96,7 +96,9 @@ final class GroupPublisher: Sendable {
         outcomes.reserveCapacity(entries.count)
         do throws(BookCacheError) {
             try store.update { index throws(BookCacheError) in
+                // This runs again after the index is rebuilt: only the attempt that commits counts.
                 outcomes.removeAll()
+                for entry in entries { entry.download?.unpublished() }
                 var folders = Set<String>()
                 for entry in entries {
                     do throws(BookCacheError) {
