@@ -113,10 +113,10 @@ struct Evictor: Sendable {
         protected initial: Set<String>
     ) -> EvictionPlanner.Plan {
         var protected = initial
+        // A book a download here has published is locked until that download returns, not busy.
+        let ownPublished = usage.publishedHere
         while true {
             let plan = index.plan(limits: limits, incomingBytes: incomingBytes, incomingCount: incomingCount, protected: protected)
-            // A book a download here has published is locked until that download returns, not busy.
-            let ownPublished = usage.publishedHere
             let busy = BookLock.held(
                 among: plan.victims.compactMap { try? $0.bookID }.filter { !ownPublished.contains($0.description) }, in: layout)
             if busy.isEmpty { return plan }

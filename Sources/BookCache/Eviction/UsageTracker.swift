@@ -68,7 +68,7 @@ final class UsageTracker: Sendable {
                 defer { phase = .ended }
                 return phase
             }
-            tracker.leave(id, was)
+            tracker.move(id, from: was, to: .ended)
         }
 
         private func move(from old: Phase, to new: Phase) {
@@ -81,22 +81,19 @@ final class UsageTracker: Sendable {
         }
     }
 
-    /// A download's book moves between in use and published-here.
+    /// A download's book moves from one count to the other: in use while it runs, published here
+    /// once published, neither once it has returned.
     private func move(_ id: BookID, from old: Download.Phase, to new: Download.Phase) {
         let key = id.description
         state.withLock { state in
-            if old == .running { Self.decrement(&state.counts, key) } else { Self.decrement(&state.published, key) }
-            if new == .running { state.counts[key, default: 0] += 1 } else { state.published[key, default: 0] += 1 }
-        }
-    }
-
-    /// A download whose last phase was `phase` has returned.
-    private func leave(_ id: BookID, _ phase: Download.Phase) {
-        let key = id.description
-        state.withLock { state in
-            switch phase {
+            switch old {
             case .running: Self.decrement(&state.counts, key)
             case .published: Self.decrement(&state.published, key)
+            case .ended: break
+            }
+            switch new {
+            case .running: state.counts[key, default: 0] += 1
+            case .published: state.published[key, default: 0] += 1
             case .ended: break
             }
         }
