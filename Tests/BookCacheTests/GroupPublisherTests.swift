@@ -88,6 +88,47 @@ struct GroupPublisherTests {
         #expect(try await manager.allBooks().map(\.id) == ["ebook-b2", "ebook-b3"])
     }
 
+    @Test(
+        "a book's lock goes as it is published, before its download returns, so another process's budget may evict it; a book that fails to publish keeps its lock"
+    )
+    func publishedLetsGoOfItsLock() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let manager = BookCacheManager(configuration: BookCacheConfiguration(rootDirectory: dir.path("cache"), storageReserveBytes: 0))
+        try await manager.prepareDirectories()
+        _ = try await manager.allBooks()
+        let (layout, publisher) = (manager.layout, manager.publisher)
+        // b2's sidecar cannot be written (a folder is in its place): it is not published.
+        try FileManager.default.createDirectory(
+            at: layout.url(forRelativePath: layout.relativeSidecarPath(for: try BookID(type: .ebook, bookId: "b2")))
+                .appendingPathComponent("in-the-way"),
+            withIntermediateDirectories: true)
+        var locks: [BookLock] = []
+        // The downloads' own release, as they return: after the publisher's, it must do nothing.
+        defer { for lock in locks { lock.release() } }
+        for name in ["b1", "b2"] {
+            let id = try BookID(type: .ebook, bookId: name)
+            let lock = try await BookLock.acquire(id, in: layout)
+            locks.append(lock)
+            var ready = try entry(name, in: layout)
+            ready.lock = lock
+            let outcome = await publisher.publish(ready)
+            // As another process sees it (an open file description lock of its own).
+            let held = await BlockingWork.run { BookLock.isHeld(id, in: layout) }
+            switch (name, outcome) {
+            case ("b1", .success): #expect(!held, "b1 is published: its lock is free for another process")
+            case ("b2", .failure): #expect(held, "b2 was not published: its download still holds it")
+            default: Issue.record("\(name): \(outcome)")
+            }
+        }
+        // A lock taken again after the publisher let go of b1's is not released by b1's download returning.
+        let b1 = try BookID(type: .ebook, bookId: "b1")
+        let again = try #require(try await BlockingWork.run { () throws -> BookLock? in try BookLock.tryAcquire(b1, in: layout) })
+        defer { again.release() }
+        locks[0].release()
+        #expect(await BlockingWork.run { BookLock.isHeld(b1, in: layout) })
+    }
+
     @Test("books ready while one is published go in the next group, together; one that fails leaves the others")
     func groupWithAFailure() async throws {
         let dir = try TemporaryDirectory()

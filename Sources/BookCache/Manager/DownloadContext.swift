@@ -160,6 +160,7 @@ struct DownloadContext: Sendable {
                 case .publish:
                     var ready = try Self.carried(entry, id: id, machine)
                     ready.download = download
+                    ready.lock = lock
                     published = try await publish(ready, from: partial, resumedFrom: file?.resumedFrom ?? 0)
                     action = machine.next(.published)
                 case .returnPublished:

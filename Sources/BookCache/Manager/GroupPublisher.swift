@@ -26,6 +26,8 @@ final class GroupPublisher: Sendable {
         var limits: Evictor.Limits
         /// The download that made it: its book stops being in use for it once published.
         var download: UsageTracker.Download? = nil
+        /// The book's lock, held by its download and released here once the book is recorded.
+        var lock: BookLock? = nil
     }
 
     /// A book as stored, and the books the budget evicted for it.
@@ -83,7 +85,11 @@ final class GroupPublisher: Sendable {
             }
             if group.isEmpty { return }
             let outcomes = publish(group.map(\.entry))
-            for (waiting, outcome) in zip(group, outcomes) { waiting.continuation.resume(returning: outcome) }
+            for (waiting, outcome) in zip(group, outcomes) {
+                // Recorded and durable: another process may use (or evict) the book before its download returns.
+                if case .success = outcome { waiting.entry.lock?.release() }
+                waiting.continuation.resume(returning: outcome)
+            }
         }
     }
 

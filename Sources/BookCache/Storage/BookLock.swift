@@ -1,6 +1,7 @@
 import CBookCacheShims
 import DownloadQueue
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -22,6 +23,9 @@ final class BookLock: Sendable {
     private let fd: Int32
     /// The per-book lock file to remove on release, where there is one.
     private let lockFile: String?
+    /// Whether it was released: by the publisher once the book is recorded, then again (doing
+    /// nothing) by its download as it returns.
+    private let released = Atomic<Bool>(false)
 
     private init(fd: Int32, lockFile: String?) {
         self.fd = fd
@@ -69,8 +73,10 @@ final class BookLock: Sendable {
         #endif
     }
 
-    /// Releases the lock (and removes its per-book file, where there is one).
+    /// Releases the lock (and removes its per-book file, where there is one); once — a second call
+    /// does nothing, so the descriptor, which may be another file's by then, is closed once.
     func release() {
+        guard !released.exchange(true, ordering: .acquiringAndReleasing) else { return }
         if let lockFile { unlink(lockFile) }
         close(fd)
     }
