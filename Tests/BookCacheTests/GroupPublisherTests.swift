@@ -25,15 +25,21 @@ struct GroupPublisherTests {
             record: record, partial: partial, pin: false, syncSource: nil, limits: (maxSize: nil, keep: nil, reserve: 0))
     }
 
+    /// A manager on a new cache in `dir`, its folders made and its index open.
+    func openedManager(in dir: TemporaryDirectory) async throws -> BookCacheManager {
+        let manager = BookCacheManager(configuration: BookCacheConfiguration(rootDirectory: dir.path("cache"), storageReserveBytes: 0))
+        try await manager.prepareDirectories()
+        _ = try await manager.allBooks()
+        return manager
+    }
+
     @Test(
         "a book its download has published is not busy for the budget while that download returns (a sequential batch under a budget once refused its third book); one still downloading is"
     )
     func publishedIsNotBusy() async throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
-        let manager = BookCacheManager(configuration: BookCacheConfiguration(rootDirectory: dir.path("cache"), storageReserveBytes: 0))
-        try await manager.prepareDirectories()
-        _ = try await manager.allBooks()
+        let manager = try await openedManager(in: dir)
         let (layout, publisher) = (manager.layout, manager.publisher)
         let (usage, evictor) = await (manager.usageTracker, manager.evictionRunner)
         let size = try entry("b0", in: layout).record.fileSize
@@ -94,9 +100,7 @@ struct GroupPublisherTests {
     func publishedLetsGoOfItsLock() async throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
-        let manager = BookCacheManager(configuration: BookCacheConfiguration(rootDirectory: dir.path("cache"), storageReserveBytes: 0))
-        try await manager.prepareDirectories()
-        _ = try await manager.allBooks()
+        let manager = try await openedManager(in: dir)
         let (layout, publisher) = (manager.layout, manager.publisher)
         // b2's sidecar cannot be written (a folder is in its place): it is not published.
         try FileManager.default.createDirectory(
