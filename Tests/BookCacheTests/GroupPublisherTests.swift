@@ -45,24 +45,28 @@ struct GroupPublisherTests {
         let size = try entry("b0", in: layout).record.fileSize
         // Room for two books.
         let limits: Evictor.Limits = (maxSize: size * 2, keep: nil, reserve: 0)
-        func publish(_ name: String, by download: UsageTracker.Download?) async throws -> GroupPublisher.Outcome {
+        func publish(
+            _ name: String, by download: UsageTracker.Download?, holding lock: BookLock? = nil
+        ) async throws -> GroupPublisher.Outcome {
             var ready = try entry(name, in: layout)
             ready.limits = limits
             ready.download = download
+            ready.lock = lock
             return await publisher.publish(ready)
         }
         func admit(_ name: String) async throws -> Result<[EvictedBook], BookCacheError> {
             let id = try BookID(type: .ebook, bookId: name)
             return await BlockingWork.run { Result { () throws(BookCacheError) in try evictor.admit(size, for: id, limits: limits) } }
         }
-        // b1 and b2 published by their downloads, which have not returned: their use and their locks are still held.
+        // b1 and b2 published by their downloads, which have not returned; each hands its lock to the publisher, as a download does.
         var running: [(UsageTracker.Download, BookLock)] = []
         defer { for (download, lock) in running { download.end(); lock.release() } }
         for name in ["b1", "b2"] {
             let id = try BookID(type: .ebook, bookId: name)
             let download = usage.beginDownload(id)
-            running.append((download, try await BookLock.acquire(id, in: layout)))
-            guard case .success = try await publish(name, by: download) else {
+            let lock = try await BookLock.acquire(id, in: layout)
+            running.append((download, lock))
+            guard case .success = try await publish(name, by: download, holding: lock) else {
                 Issue.record("\(name) was not published")
                 return
             }
@@ -95,27 +99,34 @@ struct GroupPublisherTests {
     }
 
     @Test(
-        "a book's lock goes as it is published, before its download returns, so another process's budget may evict it; a book that fails to publish keeps its lock"
+        "a book's lock goes as it is published, before its download returns, so another process's budget may evict it; locked again elsewhere, it is busy here too; a book that fails to publish keeps its lock"
     )
     func publishedLetsGoOfItsLock() async throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let manager = try await openedManager(in: dir)
         let (layout, publisher) = (manager.layout, manager.publisher)
+        let (usage, evictor) = await (manager.usageTracker, manager.evictionRunner)
         // b2's sidecar cannot be written (a folder is in its place): it is not published.
         try FileManager.default.createDirectory(
             at: layout.url(forRelativePath: layout.relativeSidecarPath(for: try BookID(type: .ebook, bookId: "b2")))
                 .appendingPathComponent("in-the-way"),
             withIntermediateDirectories: true)
         var locks: [BookLock] = []
+        var downloads: [UsageTracker.Download] = []
         // The downloads' own release, as they return: after the publisher's, it must do nothing.
-        defer { for lock in locks { lock.release() } }
+        defer {
+            for lock in locks { lock.release() }
+            for download in downloads { download.end() }
+        }
         for name in ["b1", "b2"] {
             let id = try BookID(type: .ebook, bookId: name)
             let lock = try await BookLock.acquire(id, in: layout)
             locks.append(lock)
+            downloads.append(usage.beginDownload(id))
             var ready = try entry(name, in: layout)
             ready.lock = lock
+            ready.download = downloads.last
             let outcome = await publisher.publish(ready)
             // As another process sees it (an open file description lock of its own).
             let held = await BlockingWork.run { BookLock.isHeld(id, in: layout) }
@@ -129,6 +140,12 @@ struct GroupPublisherTests {
         let b1 = try BookID(type: .ebook, bookId: "b1")
         let again = try #require(try await BlockingWork.run { () throws -> BookLock? in try BookLock.tryAcquire(b1, in: layout) })
         defer { again.release() }
+        // Locked again, as by another process refreshing it, while b1's download here has not returned:
+        // busy for this process's budget too (its lock is asked, not passed over as this process's own).
+        let plan = try await BlockingWork.run { () throws(BookCacheError) in
+            try evictor.prune(EvictionPlanner.Limits(maxSize: nil, keep: 0), dryRun: true)
+        }
+        #expect(plan.victims.isEmpty, "\(plan.victims.map(\.id))")
         locks[0].release()
         #expect(await BlockingWork.run { BookLock.isHeld(b1, in: layout) })
     }

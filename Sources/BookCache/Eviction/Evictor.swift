@@ -113,8 +113,8 @@ struct Evictor: Sendable {
         protected initial: Set<String>
     ) -> EvictionPlanner.Plan {
         var protected = initial
-        // A book a download here has published is not busy, though its lock goes only as its group's
-        // publishing ends (the publisher releases it once every book of the group is recorded).
+        // A book a download here has published is not busy, though its lock goes only once its group's
+        // update has committed (the publisher then releases it, and the book leaves `publishedHere`).
         let ownPublished = usage.publishedHere
         while true {
             let plan = index.plan(limits: limits, incomingBytes: incomingBytes, incomingCount: incomingCount, protected: protected)

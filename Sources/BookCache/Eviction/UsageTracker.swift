@@ -5,8 +5,9 @@ import Synchronization
 final class UsageTracker: Sendable {
     private struct State {
         var counts: [String: Int] = [:]
-        /// Books that a download here has published, by how many such downloads have not yet
-        /// returned (their locks are still held).
+        /// Books that a download here has published, by how many such downloads still hold their
+        /// lock (from inside the index update that records the book to the lock's release after it
+        /// commits).
         var published: [String: Int] = [:]
     }
 
@@ -24,8 +25,8 @@ final class UsageTracker: Sendable {
         state.withLock { Set($0.counts.keys) }
     }
 
-    /// Books a download here has published and not yet returned from: their lock, still held,
-    /// does not make them busy.
+    /// Books a download here has published and whose lock it still holds: that lock does not make
+    /// them busy.
     var publishedHere: Set<String> {
         state.withLock { Set($0.published.keys) }
     }
@@ -62,7 +63,8 @@ final class UsageTracker: Sendable {
             move(from: .published, to: .running)
         }
 
-        /// The download returned (its lock released).
+        /// The download's part in its book ended: the book recorded and its lock released (by the
+        /// publisher), or the download returned. Once; later calls do nothing.
         func end() {
             let was = phase.withLock { phase in
                 defer { phase = .ended }

@@ -24,7 +24,8 @@ final class GroupPublisher: Sendable {
         var pin: Bool
         var syncSource: String?
         var limits: Evictor.Limits
-        /// The download that made it: its book stops being in use for it once published.
+        /// The download that made it: its book stops being in use for it once published, and is its
+        /// download's no more once the lock is released.
         var download: UsageTracker.Download? = nil
         /// The book's lock, held by its download and released here once the book is recorded.
         var lock: BookLock? = nil
@@ -86,8 +87,12 @@ final class GroupPublisher: Sendable {
             if group.isEmpty { return }
             let outcomes = publish(group.map(\.entry))
             for (waiting, outcome) in zip(group, outcomes) {
-                // Recorded and durable: another process may use (or evict) the book before its download returns.
-                if case .success = outcome { waiting.entry.lock?.release() }
+                if case .success = outcome {
+                    // Recorded and durable: the book is its download's no more. Another process may use
+                    // (or evict, or lock again) it before that download returns, and this one asks its lock.
+                    waiting.entry.lock?.release()
+                    waiting.entry.download?.end()
+                }
                 waiting.continuation.resume(returning: outcome)
             }
         }
