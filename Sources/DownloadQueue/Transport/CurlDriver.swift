@@ -40,8 +40,8 @@ final class CurlDriver: @unchecked Sendable {
     /// (alone, a transfer has its own, ``CurlTransfer/pauseAbove``: a large download runs as
     /// before). 1 MiB: 500 books of 1 MiB at 8 transfers peaked at 12.0–14.3 MiB of private
     /// memory against 12.7–15.4 with 2 MiB (24 runs each; without a shared bound 15.1–17.1), in
-    /// the same time or less (7–9-round A/Bs against 2 MiB, B/A: 0.99–1.02 on loopback, 0.95 at
-    /// a 40 ms round trip, 0.99 for a lone 1 GiB book).
+    /// about the same time (7–9-round A/Bs against 2 MiB, B/A: 0.96–1.02 on loopback, 0.95 at a
+    /// 40 ms round trip, 0.99 for a lone 1 GiB book).
     static let keptUnread = 1 << 20
     /// The most idle Digest handles kept for one login (more than a batch runs at once).
     private static let digestHandlesKept = 64
