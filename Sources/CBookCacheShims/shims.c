@@ -232,3 +232,44 @@ void bookcache_mark_blocking_thread(void) {
 int bookcache_is_blocking_thread(void) {
     return blocking_thread;
 }
+
+/* `bytes` repeated `repeat` times, deflated with zlib's header and checksum into a buffer
+   `*out` (freed by the caller with free). Returns 0, or -1 when zlib fails. For tests that
+   build PDFs whose streams decode far larger than they are. */
+int bookcache_deflate_repeated(const void *bytes, unsigned long long count, unsigned long long repeat, void **out,
+                               unsigned long long *outCount) {
+    z_stream stream = {0};
+    if (deflateInit(&stream, 9) != Z_OK) return -1;
+    size_t capacity = 65536, used = 0;
+    unsigned char *buffer = malloc(capacity);
+    if (buffer == NULL) {
+        deflateEnd(&stream);
+        return -1;
+    }
+    for (unsigned long long round = 0; round <= repeat; round++) {
+        int last = round == repeat;
+        stream.next_in = (Bytef *)bytes;
+        stream.avail_in = last ? 0 : (unsigned int)count;
+        int result;
+        do {
+            if (capacity - used < 65536) {
+                capacity *= 2;
+                unsigned char *grown = realloc(buffer, capacity);
+                if (grown == NULL) {
+                    free(buffer);
+                    deflateEnd(&stream);
+                    return -1;
+                }
+                buffer = grown;
+            }
+            stream.next_out = buffer + used;
+            stream.avail_out = (unsigned int)(capacity - used);
+            result = deflate(&stream, last ? Z_FINISH : Z_NO_FLUSH);
+            used = capacity - stream.avail_out;
+        } while (stream.avail_out == 0 || (last && result != Z_STREAM_END));
+    }
+    deflateEnd(&stream);
+    *out = buffer;
+    *outCount = used;
+    return 0;
+}

@@ -41,6 +41,9 @@ struct FeedParser: Sendable {
 
     /// The format of `data`.
     public static func detect(_ data: Data) -> Format {
+        // XML in UTF-16, with its byte order mark or without (Appendix F): UntrustedXML reads it.
+        let first = Array(data.prefix(2))
+        if first == [0xFF, 0xFE] || first == [0xFE, 0xFF] || first == [0x3C, 0x00] || first == [0x00, 0x3C] { return .opds1 }
         let head = String(decoding: data.prefix(4096), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines.union(["\u{FEFF}"]))
         if head.hasPrefix("<") { return .opds1 }
         if head.hasPrefix("{"), let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
@@ -89,9 +92,14 @@ struct FeedParser: Sendable {
 
     private func opds1(_ data: Data) throws(BookCacheError) -> FeedPage {
         guard data.count <= 16 << 20 else { throw .invalidArgument("the feed is larger than 16 MiB") }
-        if let problem = UntrustedXML.problem(data) { throw .invalidArgument("the OPDS feed cannot be read: \(problem)") }
+        let text: [UInt8]
+        do {
+            text = try UntrustedXML.text(data)
+        } catch {
+            throw .invalidArgument("the OPDS feed cannot be read: \(error.reason)")
+        }
         let delegate = AtomDelegate(base: baseURL)
-        let parser = XMLParser(data: data)
+        let parser = XMLParser(data: Data(text))
         parser.shouldProcessNamespaces = true
         parser.shouldResolveExternalEntities = false
         parser.delegate = delegate

@@ -86,15 +86,18 @@ protocol ValidatingXMLDelegate: XMLParserDelegate {
     var failure: ValidationFailure? { get }
 }
 
-/// Parses `data` once ``UntrustedXML`` passed it (UTF-8 as it says, no DTD of its own), without resolving external
+/// Parses `data` as ``UntrustedXML`` decodes it (UTF-8, or a declared single-byte encoding; no DTD of its own), without resolving external
 /// entities, with namespaces, and throws the
 /// delegate's failure or the parser's error (both checked: on Linux `parse()` returns `true` for
 /// some malformed documents).
 func parseXML(_ data: [UInt8], with delegate: some ValidatingXMLDelegate, named name: String) throws(ValidationFailure) {
-    if let problem = UntrustedXML.problem(data) {
-        throw ValidationFailure("\(name) cannot be read: \(problem)", kind: .invalidPackageDocument)
+    let text: [UInt8]
+    do {
+        text = try UntrustedXML.text(data)
+    } catch {
+        throw ValidationFailure("\(name) cannot be read: \(error.reason)", kind: .invalidPackageDocument)
     }
-    let parser = XMLParser(data: Data(data))
+    let parser = XMLParser(data: Data(text))
     parser.shouldProcessNamespaces = true
     parser.shouldResolveExternalEntities = false
     parser.delegate = delegate

@@ -83,4 +83,9 @@ int bookcache_pbkdf2_sha256(const void *password, unsigned long long passwordLen
 /// is no such setting (not glibc) or it failed.
 int bookcache_limit_malloc_arenas(int count);
 
+/// `bytes` repeated `repeat` times, deflated (zlib format) into `*out`, which the caller frees.
+/// Returns 0, or -1 when zlib fails. For tests that build streams far larger decoded than stored.
+int bookcache_deflate_repeated(const void *bytes, unsigned long long count, unsigned long long repeat, void **out,
+                               unsigned long long *outCount);
+
 #endif
