@@ -55,6 +55,9 @@ let package = Package(
             pkgConfig: "libqpdf",
             providers: [.apt(["libqpdf-dev"]), .brew(["qpdf"])]
         ),
+        // qpdf's C++ API, for what its C API cannot do: decode a stream through a counting bound
+        // rather than whole into one buffer (a PDF's decompression bomb).
+        .target(name: "CBookCachePDF", linkerSettings: [.linkedLibrary("qpdf")]),
         // SQLite, from Debian's libsqlite3-dev, for the index (see Benchmarks/sqlite.sh for why the C API).
         .systemLibrary(
             name: "CSQLite",
@@ -67,6 +70,7 @@ let package = Package(
                 "DownloadQueue",
                 "CLibzip",
                 "CQPDF",
+                "CBookCachePDF",
                 "CSQLite",
                 "CBookCacheShims",
                 .product(name: "Logging", package: "swift-log"),
@@ -162,7 +166,8 @@ let package = Package(
             dependencies: ["BookCache", "BookCacheTestSupport"]
         ),
     ],
-    swiftLanguageModes: [.v6]
+    swiftLanguageModes: [.v6],
+    cxxLanguageStandard: .cxx17
 )
 
 for target in package.targets where target.type != .system {

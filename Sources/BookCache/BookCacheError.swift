@@ -18,6 +18,10 @@ public struct BookCacheError: Error, Sendable, CustomStringConvertible {
         public static let insufficientStorage = Kind("insufficientStorage")
         /// The file is not a valid EPUB or PDF; see ``BookCacheError/reason``.
         public static let fileCorrupted = Kind("fileCorrupted")
+        /// The book could not be judged safely: the validator crashed, ran out of memory or of
+        /// time on it; see ``BookCacheError/reason``. Nothing else was affected, and the book was not
+        /// cached.
+        public static let unjudgeable = Kind("unjudgeable")
         /// The file's SHA-256 differs from the expected one.
         public static let checksumMismatch = Kind("checksumMismatch")
         /// The server could not be reached.
@@ -306,6 +310,18 @@ public struct BookCacheError: Error, Sendable, CustomStringConvertible {
         error.bookID = id.description
         error.reason = reason
         error.refusal = refusal
+        return error
+    }
+
+    static func unjudgeable(_ id: BookID, reason: String) -> BookCacheError {
+        var error = BookCacheError(
+            .unjudgeable,
+            MessageTemplate(
+                "%1$@ was refused: it %2$@; it was not cached, and nothing else was affected — if you trust its source, raise the validator's limits (validation-memory, validation-cpu)",
+                .verbatim(id.description), .verbatim(reason)))
+        error.bookID = id.description
+        error.reason = reason
+        error.refusal = .unjudgeable
         return error
     }
 

@@ -124,10 +124,12 @@ int bookcache_pbkdf2_sha256(const void *password, unsigned long long passwordLen
                              (int)length, key);
 }
 
-int bookcache_inflate_check(const void *bytes, unsigned long long count, const char **message) {
+int bookcache_inflate_check(const void *bytes, unsigned long long count, unsigned long long limit,
+                            unsigned long long *produced, const char **message) {
     z_stream stream = {0};
     unsigned char out[65536];
     *message = NULL;
+    *produced = 0;
     if (inflateInit(&stream) != Z_OK) return -1;
     stream.next_in = (Bytef *)bytes;
     int result = Z_OK;
@@ -142,6 +144,11 @@ int bookcache_inflate_check(const void *bytes, unsigned long long count, const c
         stream.next_out = out;
         stream.avail_out = sizeof out;
         result = inflate(&stream, Z_NO_FLUSH);
+        *produced += sizeof out - stream.avail_out;
+        if (*produced > limit) {
+            inflateEnd(&stream);
+            return 3;
+        }
         if (result == Z_BUF_ERROR && stream.avail_in == 0 && left == 0) break;
         if (result == Z_BUF_ERROR) result = Z_OK;
     }

@@ -52,6 +52,9 @@ struct BookCacheCommand: AsyncParsableCommand {
         // 2000 books of 64 KiB peaked at 47 MiB instead of 52, at the same speed. A
         // MALLOC_ARENA_MAX in the environment still wins; elsewhere this does nothing.
         if getenv("MALLOC_ARENA_MAX") == nil { _ = bookcache_limit_malloc_arenas(2) }
+        // A validation worker (started by this program, never by a person): not a subcommand, so
+        // no help lists it and nothing else is set up before it runs.
+        if CommandLine.arguments.dropFirst().first == ValidationWorkerCommand.name { ValidationWorker.run() }
         let command: any ParsableCommand
         do {
             command = try parseAsRoot()

@@ -106,10 +106,7 @@ struct ValidationCLITests {
             #expect(lenient.status == 0, "\(lenient.stderr)")
         }
     }
-}
 
-@Suite("bookcache validate checks local files")
-struct ValidateCommandTests {
     @Test("ok, ok with warnings, refused: exit 1 when any is refused; --strict and --json (with an EPUB's language and publication date)")
     func validate() async throws {
         let books = Fixtures.books
@@ -146,4 +143,43 @@ struct ValidateCommandTests {
         #expect(lines[1]?["verdict"] as? String == "refused")
         #expect((lines[1]?["reason"] as? String)?.contains("CRC") == true)
     }
+
+    @Test(
+        "hostile books (a page tree 20,000 deep, stacked deflate layers, 40,000 catalogs) get a verdict each and the command survives; a served one is refused with exit 65 and the next book is cached"
+    )
+    func hostileBooks() async throws {
+        // A 20,000-level page tree ended `bookcache validate` with SIGSEGV (exit 139) and the
+        // service at every start; the bomb took it past 3 GiB.
+        let books: [String: Data] = [
+            "deep.pdf": Data(HostileBooks.deepPageTree(levels: 20_000)),
+            "bomb.pdf": Data(HostileBooks.nestedFlate(layers: 2, decodedBytes: 256 << 20)),
+            "catalogs.pdf": Data(HostileBooks.catalogsWithoutObjects(count: 40_000)),
+            "alice.epub": try Fixtures.data("alice.epub"),
+        ]
+        try await withServerAndDirectory(files: books) { server, dir in
+            let cache = dir.path("cache").path
+            var paths: [String] = []
+            for (name, bytes) in books where name.hasSuffix(".pdf") {
+                let path = dir.path(name).path
+                try bytes.write(to: URL(fileURLWithPath: path))
+                paths.append(path)
+            }
+            let validated = try await bookcache(["validate", "--json"] + paths.sorted(), cache)
+            #expect(validated.status == 1, "\(validated.stderr)")
+            let verdicts = validated.stdout.split(separator: "\n").compactMap { try? json(String($0)) as? [String: Any] }
+            #expect(verdicts.count == 3)
+            #expect(verdicts.allSatisfy { $0["verdict"] as? String == "refused" }, "\(verdicts)")
+            #expect(verdicts.contains { ($0["reason"] as? String)?.contains("page tree is nested more than 256 levels") == true })
+
+            let deep = try await bookcache(["download", "\(server.baseURL)/deep.pdf", "--id", "deep"], cache)
+            #expect(deep.status == 65, "\(deep.stderr)")
+            #expect(deep.stderr.contains("nested more than 256 levels"))
+            let next = try await bookcache(["download", "\(server.baseURL)/alice.epub", "--id", "alice"], cache)
+            #expect(next.status == 0, "\(next.stderr)")
+        }
+    }
+}
+
+@Suite("bookcache validate checks local files")
+struct ValidateCommandTests {
 }

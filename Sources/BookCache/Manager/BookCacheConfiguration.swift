@@ -20,8 +20,12 @@ public struct BookCacheConfiguration: Sendable {
     public var freeSpace: @Sendable (URL) throws -> Int64
     /// The largest book accepted, announced or actual.
     public var maxBookBytes: Int64
-    /// Bounds for EPUB validation.
+    /// Bounds for validation: an EPUB's entries, what a PDF's streams decode to.
     public var validationLimits: ValidationLimits
+    /// Where books are judged: ``BookValidation/inProcess`` by default, for apps that cannot
+    /// start processes; ``BookValidation/workers(_:)`` contains what a hostile book can do to one
+    /// worker process (see ``BookValidation``).
+    public var validation: BookValidation = .inProcess
     /// Refuse books with validation warnings (``ValidationReport/warnings``); `nil` follows the
     /// cache's `strict` setting, which is off by default.
     public var strictValidation: Bool? = nil

@@ -29,7 +29,7 @@ extension BookCacheManager {
                 }
             }
         }
-        let verifier = Verifier(layout: layout, limits: validationLimits, logger: logger)
+        let verifier = Verifier(layout: layout, limits: validationLimits, validation: validation, logger: logger)
         var report = await verifier.check(records, known: known, scanStrays: ids.isEmpty)
         report.problems = missing + report.problems
         guard repair else { return report }
@@ -76,7 +76,8 @@ extension BookCacheManager {
                 let data = FileManager.default.contents(atPath: layout.url(forRelativePath: layout.relativeSidecarPath(for: id)).path),
                 let record = try? MetadataCoding.decoder().decode(CachedBookMetadata.self, from: data),
                 record.localPath == path,
-                await Verifier(layout: layout, limits: validationLimits, logger: logger).check(record).problem == nil
+                await Verifier(layout: layout, limits: validationLimits, validation: validation, logger: logger).check(record).problem
+                    == nil
             {
                 try store.update { index throws(BookCacheError) in
                     if index[id] == nil { index[id] = record }

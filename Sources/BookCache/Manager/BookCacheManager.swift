@@ -212,6 +212,8 @@ public actor BookCacheManager {
     // MARK: - Changing
 
     var validationLimits: ValidationLimits { configuration.validationLimits }
+    /// Where books are judged.
+    nonisolated var validation: BookValidation { configuration.validation }
     func now() -> Date { configuration.now() }
 
     /// Changes one record in one index transaction.

@@ -140,11 +140,11 @@ struct DownloadContext: Sendable {
                 case .validate:
                     let arrived = try Self.carried(file, id: id, machine)
                     do {
+                        let judged = await judge(partial, seen: arriving, strict: strict, id: id)
                         let context = self
-                        let (settledLimits, settledStrict) = (limits, strict)
+                        let settledLimits = limits
                         entry = try await BlockingWork.run { () throws(BookCacheError) in
-                            try context.validate(
-                                arrived, of: request, from: partial, seen: arriving, limits: settledLimits, strict: settledStrict)
+                            try context.record(arrived, judged: judged, of: request, from: partial, limits: settledLimits)
                         }
                         action = machine.next(.validated)
                     } catch  where [.fileCorrupted, .checksumMismatch].contains(error.kind) {
@@ -277,12 +277,34 @@ struct DownloadContext: Sendable {
         return (record, saved)
     }
 
-    /// Validates the downloaded file — leaving out of the CRC pass what `seen` checked as it
-    /// arrived — and makes its record, ready to publish; the partial file is removed when it is
-    /// refused.
-    private func validate(
-        _ file: DownloadedFile, of request: BookDownloadRequest, from partial: URL, seen: ArrivingZIP, limits: Evictor.Limits,
-        strict: Bool
+    /// Judges the downloaded file where the configuration says (a worker, or this process) —
+    /// leaving out of the CRC pass what `seen` checked as it arrived.
+    private func judge(_ partial: URL, seen: ArrivingZIP, strict: Bool, id: BookID) async -> Result<ValidationReport, BookCacheError> {
+        let arrived = await BlockingWork.run { seen.verdict() }
+        let judged: Result<ValidationReport, BookCacheError>
+        do {
+            judged = .success(
+                try await configuration.validation.judge(
+                    path: partial.path, arrived: arrived, limits: configuration.validationLimits, strict: strict))
+        } catch let error as ValidationFailure {
+            logger.notice("refused an invalid download", metadata: ["id": "\(id)", "reason": "\(error.reason)", "kind": "\(error.kind)"])
+            judged = .failure(
+                error.kind == .unjudgeable
+                    ? .unjudgeable(id, reason: error.reason) : .fileCorrupted(id, reason: error.reason, refusal: error.kind))
+        } catch let error as BookCacheError {
+            judged = .failure(error)
+        } catch {
+            // Cancelled while it was judged: the worker was ended, and so is the download.
+            judged = .failure(.cancelled(id))
+        }
+        return judged
+    }
+
+    /// Makes the record of a judged file, ready to publish; the partial file is removed when it
+    /// was refused.
+    private func record(
+        _ file: DownloadedFile, judged: Result<ValidationReport, BookCacheError>, of request: BookDownloadRequest, from partial: URL,
+        limits: Evictor.Limits
     ) throws(BookCacheError) -> GroupPublisher.Entry {
         let id = request.id
         // The file is whole; from here on it is either handed on to be published or removed.
@@ -290,14 +312,7 @@ struct DownloadContext: Sendable {
         defer {
             if !handedOn { FileDownloader.discard(partial.path) }
         }
-        let validation: ValidationReport
-        do {
-            validation = try BookValidator(limits: configuration.validationLimits, strict: strict).check(
-                path: partial.path, arrived: seen.verdict())
-        } catch {
-            logger.notice("refused an invalid download", metadata: ["id": "\(id)", "reason": "\(error.reason)"])
-            throw .fileCorrupted(id, reason: error.reason, refusal: error.kind)
-        }
+        let validation = try judged.get()
         if let expected = request.expectedSHA256, expected != file.sha256 {
             throw .checksumMismatch(id, expected: expected, actual: file.sha256)
         }

@@ -16,6 +16,9 @@ import Foundation
 /// | `strict` | `true`: refuse books that break packaging rules no reader needs (EPUB `mimetype` rules, a rebuilt PDF cross-reference table), as `--strict` does |
 /// | `concurrency` | downloads at once for `download`, `sync` and `serve` when `--concurrency` is not given (1–64; 4 by default) |
 /// | `retries` | attempts in a row without progress after a failure, when `--retries` is not given (0–20; 3 by default) |
+/// | `validation-workers` | books judged at once, each in a worker process of its own (1–16; 2 by default) |
+/// | `validation-memory` | the address space a worker may use to judge a book, before three times the book's size (at least 256 MiB; 1 GiB by default) |
+/// | `validation-cpu` | the CPU seconds a book may take to judge, before one second per MiB (1–3600; 20 by default) |
 ///
 /// The command line's options of the same names come first; `proxy` and `noproxy` come before
 /// the environment's `http_proxy`, `https_proxy` and `no_proxy`.
@@ -42,6 +45,12 @@ public struct CacheSettings: Codable, Sendable, Hashable {
     public var concurrency: Int?
     /// Retries after a failure, when the command line does not say.
     public var retries: Int?
+    /// Books judged at once, each in a worker process (``ValidationWorkers/count``).
+    public var validationWorkers: Int?
+    /// The address space a worker may use, before a book's share (``ValidationWorkers/memoryBytes``).
+    public var validationMemory: Int64?
+    /// The CPU seconds a book may take, before its share (``ValidationWorkers/cpuSeconds``).
+    public var validationCPU: Int?
 
     /// Empty settings: no budget, no count limit, the default reserve.
     public init(maxSize: Int64? = nil, keep: Int? = nil, reserve: Int64? = nil) {
@@ -53,6 +62,7 @@ public struct CacheSettings: Codable, Sendable, Hashable {
     /// The keys `config` accepts.
     public static let keys = [
         "max-size", "keep", "reserve", "proxy", "noproxy", "limit-rate", "netrc", "cacert", "strict", "concurrency", "retries",
+        "validation-workers", "validation-memory", "validation-cpu",
     ]
 
     /// Sets a key from its text form (`2GiB`, `50`).
@@ -70,6 +80,15 @@ public struct CacheSettings: Codable, Sendable, Hashable {
         case "strict": strict = try Self.parseBool(text, for: key)
         case "concurrency": concurrency = try Self.parseNumber(text, for: key, in: 1...64)
         case "retries": retries = try Self.parseNumber(text, for: key, in: 0...20)
+        case "validation-workers": validationWorkers = try Self.parseNumber(text, for: key, in: 1...16)
+        case "validation-memory":
+            let bytes = try ByteSize(parsing: text).bytes
+            guard bytes >= 256 << 20 else {
+                throw .invalidArgument(
+                    "validation-memory must be at least 256 MiB (a worker needs that much before any book), got '\(text)'")
+            }
+            validationMemory = bytes
+        case "validation-cpu": validationCPU = try Self.parseNumber(text, for: key, in: 1...3600)
         default: throw Self.unknown(key)
         }
     }
@@ -97,6 +116,9 @@ public struct CacheSettings: Codable, Sendable, Hashable {
         case "strict": strict = nil
         case "concurrency": concurrency = nil
         case "retries": retries = nil
+        case "validation-workers": validationWorkers = nil
+        case "validation-memory": validationMemory = nil
+        case "validation-cpu": validationCPU = nil
         default: throw Self.unknown(key)
         }
     }
@@ -116,6 +138,9 @@ public struct CacheSettings: Codable, Sendable, Hashable {
         case "strict": return strict.map { $0 ? "true" : "false" }
         case "concurrency": return concurrency.map(String.init)
         case "retries": return retries.map(String.init)
+        case "validation-workers": return validationWorkers.map(String.init)
+        case "validation-memory": return validationMemory.map { ByteSize(bytes: $0).exactDescription }
+        case "validation-cpu": return validationCPU.map(String.init)
         default: throw Self.unknown(key)
         }
     }

@@ -8,7 +8,7 @@ import Foundation
 /// unsafe is refused; what breaks a packaging rule no reader needs is a warning, refused only
 /// when ``strict`` is set.
 public struct BookValidator: Sendable {
-    /// The bounds applied to EPUB archives.
+    /// The bounds applied to EPUB archives and to what a PDF's streams decode to.
     public var limits: ValidationLimits
     /// Refuse books with warnings too (packaging rules readers do not need).
     public var strict: Bool
@@ -34,12 +34,21 @@ public struct BookValidator: Sendable {
     /// ``check(path:)``, leaving out of the CRC pass the entries an ``ArrivingZIP`` saw whole
     /// and right as the file arrived.
     func check(path: String, arrived: ZIPStreamReader.Verdict?) throws(ValidationFailure) -> ValidationReport {
+        do {
+            return try judge(path: path, arrived: arrived)
+        } catch  where error.isOutOfMemory {
+            // Memory refused (a worker's bound, or the machine's): no verdict on the book itself.
+            throw ValidationFailure("could not be judged safely: the validator ran out of memory on it", kind: .unjudgeable)
+        }
+    }
+
+    private func judge(path: String, arrived: ZIPStreamReader.Verdict?) throws(ValidationFailure) -> ValidationReport {
         let format = try Self.detectFormat(path: path)
         let warnings: [String]
         var metadata = PackageDocumentParser.Metadata()
         switch format {
         case .epub: (warnings, metadata) = try EPUBValidator(limits: limits).validate(path: path, arrived: arrived)
-        case .pdf: warnings = try PDFValidator().validate(path: path)
+        case .pdf: warnings = try PDFValidator(limits: limits).validate(path: path)
         }
         if strict, let first = warnings.first {
             throw ValidationFailure("\(first) — refused because strict validation is on", kind: .strictRule)
@@ -78,7 +87,7 @@ public struct BookValidator: Sendable {
 }
 
 /// What validation found in a book it accepts.
-public struct ValidationReport: Sendable, Hashable {
+public struct ValidationReport: Sendable, Hashable, Codable {
     /// The format the bytes show.
     public var format: BookFormat
     /// Rules the book breaks that no reader needs (EPUB packaging, a PDF's rebuilt
@@ -101,7 +110,7 @@ enum FileBytes {
         }
         defer { try? handle.close() }
         do {
-            try handle.seek(toOffset: UInt64(max(0, offset)))
+            if offset > 0 { try handle.seek(toOffset: UInt64(offset)) }
             return [UInt8](try handle.read(upToCount: count) ?? Data())
         } catch {
             throw ValidationFailure("cannot read the file (\(error))", kind: .unreadable)

@@ -27,6 +27,7 @@ final class InflateChecks: Sendable {
     struct Damage: Sendable {
         let position: Int
         let reason: String
+        var kind: ValidationFailure.Kind = .damaged
     }
 
     /// How many streams may wait for a check: past that, the walk waits for the running check (or,
@@ -40,10 +41,15 @@ final class InflateChecks: Sendable {
 
     private let damage = FirstDamage()
     private let handoff: Handoff<Item>?
+    private let budget: DecodingBudget
 
-    init(alongside: Bool) {
+    /// - Parameters:
+    ///   - alongside: Check on other blocking-work threads.
+    ///   - budget: What the streams may decode to, shared with the streams qpdf decodes.
+    init(alongside: Bool, budget: DecodingBudget) {
         let damage = self.damage
-        handoff = alongside ? Handoff(depth: Self.depth) { Self.check($0, into: damage) } : nil
+        self.budget = budget
+        handoff = alongside ? Handoff(depth: Self.depth) { Self.check($0, into: damage, budget: budget) } : nil
     }
 
     /// The damaged stream met first, among those checked so far.
@@ -51,7 +57,7 @@ final class InflateChecks: Sendable {
 
     /// Checks a stream, here or alongside.
     func add(_ item: Item) {
-        guard let handoff else { return Self.check(item, into: damage) }
+        guard let handoff else { return Self.check(item, into: damage, budget: budget) }
         handoff.put(item)
     }
 
@@ -61,20 +67,27 @@ final class InflateChecks: Sendable {
     }
 
     /// Checks `item` (unless damage was met before it) and frees its bytes.
-    private static func check(_ item: Item, into damage: FirstDamage) {
+    private static func check(_ item: Item, into damage: FirstDamage, budget: DecodingBudget) {
         defer { free(item.bytes) }
         if let earlier = damage.value.withLock({ $0 }), earlier.position < item.position { return }
         var message: UnsafePointer<CChar>?
+        var produced: UInt64 = 0
         let reason: String
-        switch bookcache_inflate_check(item.bytes, UInt64(item.count), &message) {
+        var kind = ValidationFailure.Kind.damaged
+        let verdict = bookcache_inflate_check(item.bytes, UInt64(item.count), budget.bound(stored: UInt64(item.count)), &produced, &message)
+        budget.spend(produced)
+        switch verdict {
         case 1: reason = "its compressed data is wrong (\(message.map { String(cString: $0) } ?? "zlib refuses it"))"
         case 2: reason = "its compressed data stops before its end"
+        case 3:
+            reason = "decodes past the limit on what a book's streams may decode to; it was not decoded further"
+            kind = .tooLarge
         // Whole; or zlib could not start, for want of memory: nothing is said then.
         default: return
         }
         damage.value.withLock { damage in
             if damage.map({ $0.position > item.position }) ?? true {
-                damage = Damage(position: item.position, reason: "\(item.description): \(reason)")
+                damage = Damage(position: item.position, reason: "\(item.description): \(reason)", kind: kind)
             }
         }
     }

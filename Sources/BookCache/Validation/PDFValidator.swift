@@ -28,6 +28,10 @@ import Foundation
 /// bit in a JPEG image, or in uncompressed text). Only a checksum sees that: give the
 /// expected SHA-256 (`--sha256`, a manifest's `sha256`).
 struct PDFValidator {
+    /// The bounds on what decoding the streams may produce (``ValidationLimits/maxPDFDecodingRatio``,
+    /// ``ValidationLimits/maxTotalUncompressedBytes``).
+    var limits = ValidationLimits()
+
     static let window = 1024
     /// Past this size a PDF without a usable `startxref` is not copied to repair its end.
     static let maxRepairCopyBytes = 512 << 20
@@ -75,13 +79,14 @@ struct PDFValidator {
             bytes[end...].contains { !$0.isASCIIWhitespace }
                 ? "\(bytes.count - end) bytes after the last %%EOF are not part of the PDF (readers ignore them)" : nil
         }
-        let whole = QPDFReading(bytes, name: path)
+        let whole = QPDFReading(bytes, name: path, limits: limits)
         if case .read(_, let warnings) = whole, warnings.isEmpty { return junk.map { [$0] } ?? [] }
 
         // Junk after the last %%EOF hides startxref from a parser that looks in the last KiB;
         // readers look further back. Read the file up to its last %%EOF.
         if let end, let junk,
-            case .read(_, let warnings) = QPDFReading(UnsafeRawBufferPointer(rebasing: bytes[..<end]), name: path), warnings.isEmpty
+            case .read(_, let warnings) = QPDFReading(UnsafeRawBufferPointer(rebasing: bytes[..<end]), name: path, limits: limits),
+            warnings.isEmpty
         {
             return [junk]
         }
@@ -94,7 +99,7 @@ struct PDFValidator {
         if bytes.count <= Self.maxRepairCopyBytes, let section = Self.lastCrossReferenceSection(in: bytes) {
             var repaired = [UInt8](bytes[..<(end ?? bytes.count)])
             repaired += Array("\nstartxref\n\(section)\n%%EOF\n".utf8)
-            let reading = repaired.withUnsafeBytes { QPDFReading($0, name: path) }
+            let reading = repaired.withUnsafeBytes { QPDFReading($0, name: path, limits: limits) }
             if case .read = reading {
                 return ["startxref is missing or wrong; the cross-reference section at byte \(section) was used, as readers find it"]
             }
@@ -106,12 +111,12 @@ struct PDFValidator {
         // object, damaged since — never for one cut off before its trailer (a cut download looks
         // like that, and is refused as damaged). Not when an object is numbered past PDF's limit,
         // 8,388,607: readers part ways there.
-        if case .failed(let reason) = whole, reason.contains("trailer"), bytes.count <= Self.maxRepairCopyBytes,
+        if case .failed(let reason, _) = whole, reason.contains("trailer"), bytes.count <= Self.maxRepairCopyBytes,
             Self.wasWrittenToItsEnd(bytes), let catalog = Self.catalogObject(in: bytes), !Self.hasObjectBeyondLimit(in: bytes)
         {
             var repaired = [UInt8](bytes)
             repaired += Array("\ntrailer\n<< /Root \(catalog.number) \(catalog.generation) R >>\n%%EOF\n".utf8)
-            let reading = repaired.withUnsafeBytes { QPDFReading($0, name: path) }
+            let reading = repaired.withUnsafeBytes { QPDFReading($0, name: path, limits: limits) }
             if case .read = reading {
                 return [
                     "the PDF has no trailer; its catalog (object \(catalog.number)) was found by scanning the file, as readers find it"
@@ -123,8 +128,8 @@ struct PDFValidator {
             return []
         case .encrypted:
             return ["the PDF is protected by a password, so its pages could not be counted"]
-        case .failed(let reason):
-            throw ValidationFailure(reason)
+        case .failed(let reason, let kind):
+            throw ValidationFailure(reason, kind: kind)
         }
     }
 
@@ -132,6 +137,11 @@ struct PDFValidator {
     /// reader's repair finds it: the last `/Type /Catalog` in the file, in the object whose
     /// `N G obj` comes before it.
     static func catalogObject(in bytes: UnsafeRawBufferPointer) -> (number: Int, generation: Int)? {
+        // One pass back through the file: the candidates come in decreasing order, and so do the
+        // places looked at for their `obj` — each byte is looked at a bounded number of times
+        // (a file of 40,000 catalogs and no object cost 20 s when each looked back to byte 0).
+        var objects = LastOccurrence(of: Array("obj".utf8), in: bytes)
+        var triedObject: Int?
         var searchEnd = bytes.count
         while let type = bytes[..<searchEnd].lastRange(of: Array("/Catalog".utf8)) {
             searchEnd = type.lowerBound
@@ -139,14 +149,20 @@ struct PDFValidator {
             var before = type.lowerBound
             while before > 0, bytes[before - 1].isASCIIWhitespace { before -= 1 }
             guard before >= 5, bytes[(before - 5)..<before].elementsEqual(Array("/Type".utf8)),
-                let object = bytes[..<before].lastRange(of: Array("obj".utf8))
+                let object = objects.last(before: before - 5), object.lowerBound != triedObject
             else { continue }
+            // A candidate in the same object as the one before it reads the same numbers.
+            triedObject = object.lowerBound
             // "N G obj": two numbers before it, separated by white space
             var cursor = object.lowerBound
             func number() -> Int? {
-                while cursor > 0, bytes[cursor - 1].isASCIIWhitespace { cursor -= 1 }
+                var spaces = 0
+                while cursor > 0, bytes[cursor - 1].isASCIIWhitespace, spaces < 256 {
+                    cursor -= 1
+                    spaces += 1
+                }
                 var start = cursor
-                while start > 0, bytes[start - 1].isASCIIDigit { start -= 1 }
+                while start > 0, bytes[start - 1].isASCIIDigit, cursor - start <= 10 { start -= 1 }
                 guard start < cursor, cursor - start <= 10 else { return nil }
                 defer { cursor = start }
                 return Int(String(decoding: bytes[start..<cursor], as: UTF8.self))
@@ -155,6 +171,34 @@ struct PDFValidator {
             return (objectNumber, generation)
         }
         return nil
+    }
+
+    /// The last occurrence of a pattern before a bound that only moves back: each search starts
+    /// where the one before it left off, so all of them together read the file once.
+    struct LastOccurrence {
+        let pattern: [UInt8]
+        let bytes: UnsafeRawBufferPointer
+        /// The last occurrence found, and the bound it was found before.
+        private var found: Range<Int>?
+        private var bound: Int
+
+        init(of pattern: [UInt8], in bytes: UnsafeRawBufferPointer) {
+            self.pattern = pattern
+            self.bytes = bytes
+            bound = bytes.count
+            found = bytes.lastRange(of: pattern)
+        }
+
+        /// The last occurrence that ends at or before `limit` (which is never more than the last call's).
+        mutating func last(before limit: Int) -> Range<Int>? {
+            precondition(limit <= bound, "the bound only moves back")
+            bound = limit
+            guard let current = found else { return nil }
+            if current.upperBound <= limit { return current }
+            // Nothing between the last occurrence's end and the old bound: look back from the new one.
+            found = bytes[..<limit].lastRange(of: pattern)
+            return found
+        }
     }
 
     /// Whether the file goes on past its last `endobj` to a `trailer` or `startxref` keyword: its
@@ -250,9 +294,13 @@ struct PDFValidator {
 private enum QPDFReading {
     case read(pages: Int, warnings: [String])
     case encrypted
-    case failed(String)
+    case failed(String, kind: ValidationFailure.Kind = .damaged)
 
-    init(_ bytes: UnsafeRawBufferPointer, name: String) {
+    /// The deepest page tree read. A real book's is a few levels (a balanced tree of a million
+    /// pages is under ten); qpdf walks it recursively, and 20,000 levels overflow a stack.
+    static let maxPageTreeDepth = 256
+
+    init(_ bytes: UnsafeRawBufferPointer, name: String, limits: ValidationLimits) {
         var handle: qpdf_data? = qpdf_init()
         defer { if handle != nil { qpdf_cleanup(&handle) } }
         guard let qpdf = handle else {
@@ -267,6 +315,13 @@ private enum QPDFReading {
         }
         if status & QPDF_ERRORS != 0 {
             self = Self.failure(qpdf, reading: true)
+            return
+        }
+        // The page tree walked without recursion, its depth bounded, before anything of qpdf's
+        // that recurses through it is asked.
+        if let problem = Self.pageTreeProblem(qpdf) {
+            _ = Self.warnings(qpdf)
+            self = .failed(problem, kind: .tooLarge)
             return
         }
         let pages = qpdf_get_num_pages(qpdf)
@@ -297,8 +352,10 @@ private enum QPDFReading {
         // filters are decoded; a JPEG is left to the reader's decoder. zlib checks the deflate
         // streams on a second lane while qpdf walks the pages (a large file's fonts alone inflate
         // to tens of megabytes); the first damage in page order is the verdict either way.
-        let checks = InflateChecks(alongside: bytes.count >= Self.parallelCheckBytes && Lanes.available > 1)
-        let walk = Self.walkPages(qpdf, pages: Int(pages), checks: checks)
+        let budget = DecodingBudget(limits: limits)
+        let checks = InflateChecks(alongside: bytes.count >= Self.parallelCheckBytes && Lanes.available > 1, budget: budget)
+        let decoder = BoundedDecoder(bytes: bytes)
+        let walk = Self.walkPages(qpdf, pages: Int(pages), checks: checks, decoder: decoder, budget: budget)
         // qpdf's teardown (a quarter of a large file's read: every object it parsed is freed) is
         // not waited for: it runs on another blocking-work thread while the last checks finish and
         // the verdict is given. The checks have their own copies of the bytes.
@@ -309,10 +366,31 @@ private enum QPDFReading {
         checks.finish()
         let damage = [walk.damage, checks.firstDamage].compactMap { $0 }.min { $0.position < $1.position }
         if let damage {
-            self = .failed(damage.reason)
+            self = .failed(damage.reason, kind: damage.kind)
             return
         }
         self = .read(pages: Int(pages), warnings: warnings + walk.warnings)
+    }
+
+    /// Why the page tree cannot be read safely: deeper than ``maxPageTreeDepth``. Walked with a
+    /// stack of its own; a node met again (a loop, or a node two parents share) is not walked
+    /// twice — qpdf says what it makes of that.
+    private static func pageTreeProblem(_ qpdf: qpdf_data) -> String? {
+        defer { qpdf_oh_release_all(qpdf) }
+        guard let root = value(qpdf, qpdf_get_root(qpdf), "/Pages") else { return nil }
+        var pending: [(node: qpdf_oh, depth: Int)] = [(root, 1)]
+        var seen = Set<Int32>()
+        while let (node, depth) = pending.popLast() {
+            let id = qpdf_oh_get_object_id(qpdf, node)
+            if id != 0, !seen.insert(id).inserted { continue }
+            let kids = items(qpdf, value(qpdf, node, "/Kids"))
+            if kids.isEmpty { continue }
+            if depth >= maxPageTreeDepth {
+                return "its page tree is nested more than \(maxPageTreeDepth) levels deep (a real book's is a few); it is not read further"
+            }
+            for kid in kids { pending.append((kid, depth + 1)) }
+        }
+        return nil
     }
 
     /// Below this size a PDF's deflate streams are checked on the validating thread alone.
@@ -323,7 +401,7 @@ private enum QPDFReading {
     /// the order streams were met) and its warnings; ends early once `checks` has found damage.
     /// `checks` may still be checking when it returns.
     private static func walkPages(
-        _ qpdf: qpdf_data, pages: Int, checks: InflateChecks
+        _ qpdf: qpdf_data, pages: Int, checks: InflateChecks, decoder: BoundedDecoder, budget: DecodingBudget
     ) -> (damage: InflateChecks.Damage?, warnings: [String]) {
         var warnings: [String] = []
         _ = qpdf_push_inherited_attributes_to_page(qpdf)
@@ -352,15 +430,25 @@ private enum QPDFReading {
                     // predictor is to be undone
                     if Self.value(qpdf, stream, "/DecodeParms") == nil { continue }
                 }
-                var buffer: UnsafeMutablePointer<UInt8>?
-                var length = 0
-                let status = qpdf_oh_get_stream_data(qpdf, stream, level, nil, &buffer, &length)
-                free(buffer)
-                let decoding = Self.decoding(qpdf, status: status)
-                if let damage = decoding.damage {
+                // Decoded through a counting bound on a reading of its own: what comes out is
+                // counted and dropped, never gathered into one buffer (nested filters can make
+                // gigabytes of a few KiB).
+                let decoding = decoder.decode(
+                    object: qpdf_oh_get_object_id(qpdf, stream), generation: qpdf_oh_get_generation(qpdf, stream),
+                    specialized: level == qpdf_dl_specialized, budget: budget)
+                _ = Self.warnings(qpdf)
+                switch decoding {
+                case .decoded(let said):
+                    warnings += said
+                case .overBound(let what):
+                    return (
+                        InflateChecks.Damage(
+                            position: position, reason: "\(description.replacingOccurrences(of: " is damaged", with: "")) \(what)",
+                            kind: .tooLarge), warnings
+                    )
+                case .damaged(let damage):
                     return (InflateChecks.Damage(position: position, reason: "\(description): \(damage)"), warnings)
                 }
-                warnings += decoding.warnings
             }
             // The handles this page took (every key looked up makes one) are not needed again:
             // kept, they would grow with the pages and make clean-up slow.
@@ -443,19 +531,6 @@ private enum QPDFReading {
             }
         }
         return streams
-    }
-
-    /// What qpdf said about a decoding that returned `status`: why it could not decode (its
-    /// error, or its "error decoding stream data" warning), or its warnings. A stream whose length
-    /// was wrong is found again by its endstream, as readers find it (a warning).
-    private static func decoding(_ qpdf: qpdf_data, status: QPDF_ERROR_CODE) -> (damage: String?, warnings: [String]) {
-        let decoding = warnings(qpdf)
-        let undecodable = decoding.first { $0.contains("error decoding stream data") }
-        // Taken whenever there is one: an error left untaken makes qpdf print "application did not
-        // handle error" on the user's terminal when it is cleaned up.
-        let error = status & QPDF_ERRORS != 0 ? qpdf_get_error(qpdf).map { text(qpdf, $0) } ?? "cannot be decoded" : nil
-        if let damage = undecodable ?? error { return (damage, []) }
-        return (nil, decoding)
     }
 
     /// Whether a stream is kept with FlateDecode alone: zlib can check it to its end, checksum

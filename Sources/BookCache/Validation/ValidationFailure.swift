@@ -1,7 +1,7 @@
 import Foundation
 
 /// Why a file is not a book the cache will keep.
-public struct ValidationFailure: Error, Sendable, Hashable, CustomStringConvertible {
+public struct ValidationFailure: Error, Sendable, Hashable, Codable, CustomStringConvertible {
     /// The kind of refusal, for code that reacts to it (an app that says "sign in again" for a
     /// login page and "the file is damaged" for a CRC error).
     public enum Kind: String, Sendable, Hashable, Codable {
@@ -27,6 +27,9 @@ public struct ValidationFailure: Error, Sendable, Hashable, CustomStringConverti
         case strictRule
         /// The file could not be read from the disk.
         case unreadable
+        /// The book could not be judged safely: the validator crashed, ran out of memory or of
+        /// time on it (in a worker process, which it cost nothing else; see ``ValidationWorkers``).
+        case unjudgeable
     }
 
     /// The reason, such as `CRC error in OEBPS/chapter1.xhtml`.
@@ -44,6 +47,13 @@ public struct ValidationFailure: Error, Sendable, Hashable, CustomStringConverti
     }
 
     public var description: String { reason }
+
+    /// Whether the failure is memory refused to the validator (`mmap` or `malloc` failing, qpdf's
+    /// `std::bad_alloc`, zlib's `Z_MEM_ERROR`) rather than anything in the book.
+    var isOutOfMemory: Bool {
+        kind != .unjudgeable
+            && (reason.contains(String(cString: strerror(ENOMEM))) || reason.contains("bad_alloc") || reason.contains("out of memory"))
+    }
 }
 
 extension ValidationFailure.Kind {
@@ -63,6 +73,7 @@ extension ValidationFailure.Kind {
         case .unsafeEntryName: key = "the book has an unsafe file name inside"
         case .strictRule: key = "the book breaks a packaging rule (strict validation)"
         case .unreadable: key = "the file cannot be read"
+        case .unjudgeable: key = "the book could not be judged safely"
         }
         return LocalizedText.format(key, locale, [])
     }

@@ -1,8 +1,9 @@
 /// Bounds that keep validation finite in time and memory, whatever the file claims.
-public struct ValidationLimits: Sendable, Hashable {
-    /// The most uncompressed bytes all entries of an EPUB may declare together.
+public struct ValidationLimits: Sendable, Hashable, Codable {
+    /// The most uncompressed bytes all entries of an EPUB may declare together, and all streams of
+    /// a PDF may decode to together.
     public var maxTotalUncompressedBytes: Int64
-    /// The largest compression ratio allowed for an entry bigger than ``ratioCheckThreshold``.
+    /// The largest compression ratio allowed for an EPUB entry bigger than ``ratioCheckThreshold``.
     public var maxCompressionRatio: Int64
     /// Entries smaller than this many uncompressed bytes are not ratio-checked.
     public var ratioCheckThreshold: Int64
@@ -15,6 +16,10 @@ public struct ValidationLimits: Sendable, Hashable {
     /// The largest package document (`content.opf`) accepted; a large book's runs to a few
     /// hundred KiB.
     public var maxPackageDocumentBytes: Int
+    /// The most a PDF stream of more than ``ratioCheckThreshold`` decoded bytes may decode to, in
+    /// times its stored bytes. One deflate layer cannot pass 1,032; stacked filters can (two
+    /// layers: a million). ``maxTotalUncompressedBytes`` bounds a PDF's streams together.
+    public var maxPDFDecodingRatio: Int64 = 1_100
 
     /// Creates limits.
     /// - Parameters:

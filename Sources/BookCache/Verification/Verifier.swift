@@ -7,6 +7,8 @@ import Logging
 struct Verifier: Sendable {
     let layout: CacheLayout
     let limits: ValidationLimits
+    /// Where the files are judged (a worker, or this process).
+    let validation: BookValidation
     let logger: Logger
 
     /// Checks `records` (and, when `scanStrays`, the type folders) and returns what is wrong.
@@ -40,9 +42,15 @@ struct Verifier: Sendable {
         }
         // Re-hash and re-validate at the same time, on two blocking-work threads: both read the whole file.
         async let hashed = BlockingWork.run { Self.sha256(of: url) }
-        let limits = self.limits
-        let validation = await BlockingWork.run { () -> Result<ValidationReport, ValidationFailure> in
-            Result { () throws(ValidationFailure) in try BookValidator(limits: limits).check(path: url.path) }
+        let validation: Result<ValidationReport, ValidationFailure>
+        do {
+            validation = .success(try await self.validation.judge(path: url.path, limits: limits, strict: false))
+        } catch let failure as ValidationFailure {
+            validation = .failure(failure)
+        } catch let error as BookCacheError {
+            validation = .failure(ValidationFailure("it was not checked: \(error.message)", kind: .unjudgeable))
+        } catch {
+            validation = .failure(ValidationFailure("it was not checked: the check was cancelled", kind: .unjudgeable))
         }
         let digest = await hashed
         switch digest {

@@ -34,8 +34,10 @@ unsigned int bookcache_crc32_combine(unsigned int first, unsigned int second, lo
 /// Inflates a zlib (FlateDecode) stream, discarding what it decodes: 0 when it ends cleanly with
 /// its checksum right, 1 when its data is wrong (`*message` says how: "invalid distance too far
 /// back", "incorrect data check" for a checksum that does not match…), 2 when it stops before its
-/// end, -1 when out of memory.
-int bookcache_inflate_check(const void *bytes, unsigned long long count, const char **message);
+/// end, 3 when it decodes to more than `limit` bytes (it is not inflated further), -1 when out of
+/// memory. `*produced` is how many bytes it decoded to.
+int bookcache_inflate_check(const void *bytes, unsigned long long count, unsigned long long limit,
+                            unsigned long long *produced, const char **message);
 
 /// A raw deflate stream (a ZIP entry's data) inflated as its bytes arrive, the output discarded
 /// but counted and CRC-32'd. NULL when out of memory.

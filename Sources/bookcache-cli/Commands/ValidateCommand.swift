@@ -2,14 +2,17 @@ import ArgumentParser
 import BookCache
 import Foundation
 
-struct ValidateCommand: ParsableCommand {
+struct ValidateCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "validate",
         abstract: Localized.text("Check local files as the cache checks a download, without caching them."),
         discussion: """
             Prints one line per file: 'ok', 'ok, with warnings' and the warnings (rules no reader \
             needs, such as EPUB mimetype packaging), or 'refused' and why. With --strict, a \
-            warning refuses the file. Exits 1 if any file is refused. Reads no cache.
+            warning refuses the file. Exits 1 if any file is refused. Reads no cache but its \
+            validation-* settings: each file is judged in a worker process, within the bounds they \
+            give, so a file that crashes a parser or exhausts memory or time is refused ('could \
+            not be judged safely') and the next file is judged.
             """
     )
 
@@ -25,14 +28,16 @@ struct ValidateCommand: ParsableCommand {
     )
     var json = false
 
-    func run() throws {
-        let validator = BookValidator(strict: strict)
+    @OptionGroup var global: GlobalOptions
+
+    func run() async throws {
+        let validation = BookValidation.workers(try global.validationWorkers(root: CacheLayout.defaultRoot(explicit: global.cacheDir)))
         var refused = 0
         for file in files {
             let path = URL(fileURLWithPath: file).path
             var object: [String: Any] = ["path": file]
-            do throws(ValidationFailure) {
-                let report = try validator.check(path: path)
+            do {
+                let report = try await validation.judge(path: path, limits: ValidationLimits(), strict: strict)
                 object["format"] = report.format.rawValue
                 object["verdict"] = report.warnings.isEmpty ? "ok" : "warned"
                 object["warnings"] = report.warnings
@@ -42,10 +47,11 @@ struct ValidateCommand: ParsableCommand {
                     Terminal.write("\(file): ok\(report.warnings.isEmpty ? "" : ", with warnings") (\(report.format.rawValue))")
                     for warning in report.warnings { Terminal.write("  warning: \(warning)") }
                 }
-            } catch {
+            } catch let error as ValidationFailure {
                 refused += 1
                 object["verdict"] = "refused"
                 object["reason"] = error.reason
+                object["kind"] = error.kind.rawValue
                 object["warnings"] = [String]()
                 if !json { Terminal.write("\(file): refused: \(error.reason)") }
             }

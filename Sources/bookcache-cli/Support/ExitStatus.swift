@@ -11,6 +11,9 @@ enum ExitStatus {
     static let usage: Int32 = 64
     /// The data is wrong: not a valid book, a checksum that differs, an id taken by another URL.
     static let dataError: Int32 = 65
+    /// Internal software error, here the validator's: a book could not be judged safely (the
+    /// worker judging it crashed, or ran out of memory or time); nothing else was affected.
+    static let unjudgeable: Int32 = 70
     /// Unavailable: the server refused the book (401, 403, 404…), could not be reached, the
     /// network is down, or no `bookcache serve` runs.
     static let unavailable: Int32 = 69
@@ -26,6 +29,7 @@ enum ExitStatus {
         switch error.kind {
         case .invalidIdentifier, .invalidURL, .invalidChecksum, .invalidArgument: usage
         case .fileCorrupted, .checksumMismatch, .identifierInUse: dataError
+        case .unjudgeable: unjudgeable
         case .networkUnavailable, .offline: unavailable
         case .downloadFailed: error.isServerBusy ? temporary : unavailable
         case .cacheDirectoryUnusable, .insufficientStorage: cannotCreate

@@ -33,6 +33,7 @@ struct GlobalOptions: ParsableArguments {
         if let reserve = try reserve ?? Self.environmentReserve() {
             configuration.storageReserveBytes = reserve.bytes
         }
+        configuration.validation = .workers { () throws(BookCacheError) in Self.validationWorkers(try CacheSettings.read(cacheRoot: root)) }
         return BookCacheManager(
             configuration: configuration, transport: transport(connection, root: root), logger: Logger(label: "bookcache"))
     }
@@ -59,6 +60,27 @@ extension GlobalOptions {
         SettingsConfiguredTransport { () throws(BookCacheError) in
             CurlTransport(configuration: ConnectionOptions.configuration(connection, settings: try CacheSettings.read(cacheRoot: root)))
         }
+    }
+
+    /// The validation workers this command starts: `bookcache validation-worker`, from the cache's
+    /// `validation-*` settings. The command line never judges a book in its own process.
+    func validationWorkers(root: URL) throws -> ValidationWorkers {
+        let settings: CacheSettings
+        do {
+            settings = try CacheSettings.read(cacheRoot: root)
+        } catch {
+            throw fail(error)
+        }
+        return Self.validationWorkers(settings)
+    }
+
+    /// The validation workers `settings` ask for.
+    static func validationWorkers(_ settings: CacheSettings) -> ValidationWorkers {
+        var workers = ValidationWorkers(executable: "/proc/self/exe", arguments: [ValidationWorkerCommand.name])
+        if let count = settings.validationWorkers { workers.count = count }
+        if let memory = settings.validationMemory { workers.memoryBytes = memory }
+        if let seconds = settings.validationCPU { workers.cpuSeconds = Double(seconds) }
+        return workers
     }
 
     /// `BOOKCACHE_RESERVE`, when set: the free space to keep, for scripts and tests.

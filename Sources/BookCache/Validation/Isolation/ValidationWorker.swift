@@ -1,0 +1,93 @@
+import CBookCacheShims
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// The body of a validation worker process (see ``ValidationWorkers``): reads a request a line
+/// from standard input, judges the book within the bounds the request gives, writes the verdict a
+/// line to standard output, and exits when its input ends (its parent is gone).
+public enum ValidationWorker {
+    /// Runs the worker until its standard input ends; never returns.
+    ///
+    /// Call it first thing from the executable named by ``ValidationWorkers/executable`` when it
+    /// is started with ``ValidationWorkers/arguments``: before anything else reads its input.
+    public static func run() -> Never {
+        // No core files (a hostile book's crash writes none), few malloc arenas (each reserves
+        // address space the memory bound counts), and gone when the parent is.
+        var none = rlimit(rlim_cur: 0, rlim_max: 0)
+        setrlimit(Int32(RLIMIT_CORE.rawValue), &none)
+        _ = bookcache_limit_malloc_arenas(2)
+        watchParent()
+        let decoder = JSONDecoder()
+        let encoder = JSONEncoder()
+        while let line = readLine(strippingNewline: true) {
+            let reply: WorkerReply
+            do {
+                let request = try decoder.decode(WorkerRequest.self, from: Data(line.utf8))
+                reply = judge(request)
+            } catch {
+                reply = WorkerReply(
+                    failure: ValidationFailure("the validator was asked something it does not understand", kind: .unjudgeable))
+            }
+            // A reply that cannot be encoded is a bug here, not the book's: the parent sees the
+            // worker end, and says so.
+            guard let data = try? encoder.encode(reply) else { exit(70) }
+            FileHandle.standardOutput.write(data + Data([0x0A]))
+        }
+        exit(0)
+    }
+
+    /// Judges one book within the request's bounds.
+    private static func judge(_ request: WorkerRequest) -> WorkerReply {
+        bound(memory: request.memoryLimit, cpuSeconds: request.cpuSeconds)
+        let arrived = request.arrived.map { ZIPStreamReader.Verdict(entries: $0) }
+        do {
+            let report = try BookValidator(limits: request.limits, strict: request.strict).check(path: request.path, arrived: arrived)
+            return WorkerReply(report: report)
+        } catch {
+            return WorkerReply(failure: error)
+        }
+    }
+
+    /// Sets the address space and CPU time this book may use: its soft limits, which the kernel
+    /// enforces (a failed allocation; `SIGXCPU`). The peak resident size is reset too, so the
+    /// parent can tell a book that ran out of memory from one that crashed.
+    private static func bound(memory: Int64, cpuSeconds: Double) {
+        if memory > 0 {
+            var limit = rlimit()
+            getrlimit(Int32(RLIMIT_AS.rawValue), &limit)
+            limit.rlim_cur = min(rlim_t(memory), limit.rlim_max)
+            setrlimit(Int32(RLIMIT_AS.rawValue), &limit)
+        }
+        if cpuSeconds > 0 {
+            var usage = rusage()
+            getrusage(Int32(RUSAGE_SELF.rawValue), &usage)
+            let used = Int(usage.ru_utime.tv_sec) + Int(usage.ru_stime.tv_sec) + 1
+            var limit = rlimit()
+            getrlimit(Int32(RLIMIT_CPU.rawValue), &limit)
+            limit.rlim_cur = min(rlim_t(used + Int(cpuSeconds.rounded(.up))), limit.rlim_max)
+            setrlimit(Int32(RLIMIT_CPU.rawValue), &limit)
+        }
+        if let file = fopen("/proc/self/clear_refs", "w") {
+            fputs("5", file)
+            fclose(file)
+        }
+    }
+
+    /// Ends the worker when its parent is gone, even in the middle of a book (its input's end is
+    /// seen only between books): a thread that checks the parent's id once a second.
+    private static func watchParent() {
+        let parent = getppid()
+        let thread = Thread {
+            while true {
+                Thread.sleep(forTimeInterval: 1)
+                if getppid() != parent { _exit(0) }
+            }
+        }
+        thread.start()
+    }
+}

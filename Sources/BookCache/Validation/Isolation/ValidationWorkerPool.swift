@@ -1,0 +1,347 @@
+import DownloadQueue
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// The worker processes that judge books (``ValidationWorkers``): started as books come, at most
+/// ``ValidationWorkers/count``, each judging one book at a time and kept for the next; a worker
+/// that died, was killed or ran out of time is gone, and a new one starts for the next book.
+///
+/// A book waits for a free worker; cancelling its task while it waits or while it is judged ends
+/// that at once (the worker judging it is killed).
+final class ValidationWorkerPool: Sendable {
+    /// The settings, read when the first book is judged (a command that judges none reads none).
+    private let resolve: @Sendable () throws(BookCacheError) -> ValidationWorkers
+    private let resolved = Mutex<ValidationWorkers?>(nil)
+
+    private struct State {
+        var idle: [WorkerProcess] = []
+        var running = 0
+        var waiters: [(id: UInt64, continuation: CheckedContinuation<Bool, Never>)] = []
+        var nextWaiter: UInt64 = 0
+        var all: [Int32: WorkerProcess] = [:]
+    }
+
+    private let state = Mutex(State())
+
+    init(_ resolve: @escaping @Sendable () throws(BookCacheError) -> ValidationWorkers) {
+        self.resolve = resolve
+    }
+
+    /// The settings, read once.
+    func settings() throws(BookCacheError) -> ValidationWorkers {
+        if let settings = resolved.withLock({ $0 }) { return settings }
+        let settings = try resolve()
+        resolved.withLock { $0 = settings }
+        return settings
+    }
+
+    deinit {
+        // Their input ends: each finishes the book it judges, if any, and exits.
+        for worker in state.withLock({ Array($0.all.values) }) { worker.close() }
+    }
+
+    /// The process ids of the workers alive now.
+    var processes: [Int32] { state.withLock { $0.all.keys.sorted() } }
+
+    /// Judges a book in a worker.
+    func judge(_ request: WorkerRequest) async throws -> ValidationReport {
+        let settings = try settings()
+        try await acquireTurn(count: settings.count)
+        defer { releaseTurn() }
+        let size = (try? FileManager.default.attributesOfItem(atPath: request.path)[.size] as? Int64) ?? 0
+        var request = request
+        request.memoryLimit = settings.memoryLimit(forBookOf: size)
+        request.cpuSeconds = settings.cpuLimit(forBookOf: size)
+        let wallClock = settings.wallClockLimit(forBookOf: size)
+        let worker = try await takeWorker(settings)
+        let asked = request
+        let outcome = await withTaskCancellationHandler {
+            await BlockingWork.run { worker.judge(asked, wallClock: wallClock) }
+        } onCancel: {
+            worker.kill(because: .cancelled)
+        }
+        switch outcome {
+        case .reply(let reply):
+            state.withLock { $0.idle.append(worker) }
+            if let failure = reply.failure { throw failure }
+            guard let report = reply.report else {
+                throw ValidationFailure("the validator gave no verdict", kind: .unjudgeable)
+            }
+            return report
+        case .ended(let reason):
+            forget(worker)
+            if reason == nil || Task.isCancelled { throw CancellationError() }
+            throw ValidationFailure(reason ?? "", kind: .unjudgeable)
+        }
+    }
+
+    /// Waits for one of the ``ValidationWorkers/count`` turns.
+    private func acquireTurn(count: Int) async throws {
+        let id: UInt64? = state.withLock { state in
+            if state.running < count {
+                state.running += 1
+                return nil
+            }
+            state.nextWaiter += 1
+            return state.nextWaiter
+        }
+        guard let id else { return }
+        let granted = await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let cancelled = state.withLock { state in
+                    if Task.isCancelled { return true }
+                    state.waiters.append((id, continuation))
+                    return false
+                }
+                if cancelled { continuation.resume(returning: false) }
+            }
+        } onCancel: {
+            let waiter = state.withLock { state in
+                state.waiters.firstIndex { $0.id == id }.map { state.waiters.remove(at: $0).continuation }
+            }
+            waiter?.resume(returning: false)
+        }
+        // A turn is handed over with `running` counted already.
+        if !granted { throw CancellationError() }
+    }
+
+    private func releaseTurn() {
+        let next = state.withLock { state -> CheckedContinuation<Bool, Never>? in
+            if state.waiters.isEmpty {
+                state.running -= 1
+                return nil
+            }
+            return state.waiters.removeFirst().continuation
+        }
+        next?.resume(returning: true)
+    }
+
+    /// An idle worker, or a new one. An idle worker that is gone (killed from outside) is
+    /// forgotten, not blamed on the next book.
+    private func takeWorker(_ settings: ValidationWorkers) async throws -> WorkerProcess {
+        while let idle = state.withLock({ $0.idle.popLast() }) {
+            if idle.isRunning { return idle }
+            forget(idle)
+        }
+        let worker = try await BlockingWork.run { () throws(ValidationFailure) in try WorkerProcess.start(settings) }
+        state.withLock { $0.all[worker.pid] = worker }
+        return worker
+    }
+
+    private func forget(_ worker: WorkerProcess) {
+        state.withLock { $0.all[worker.pid] = nil }
+    }
+}
+
+/// One worker process: its id and the two pipes to it.
+final class WorkerProcess: Sendable {
+    /// Why the parent killed a worker.
+    enum KillReason: Sendable {
+        case cancelled
+        case wallClock(Double)
+    }
+
+    /// What asking the worker came to.
+    enum Outcome: Sendable {
+        case reply(WorkerReply)
+        /// It is gone: why, in words for the book's verdict; `nil` when it was cancelled.
+        case ended(String?)
+    }
+
+    let pid: Int32
+    private let input: Int32
+    private let output: Int32
+    private let killed = Mutex<KillReason?>(nil)
+    private let reaped = Mutex(false)
+
+    private init(pid: Int32, input: Int32, output: Int32) {
+        self.pid = pid
+        self.input = input
+        self.output = output
+    }
+
+    deinit {
+        Glibc.close(input)
+        Glibc.close(output)
+        reap(blocking: false)
+    }
+
+    /// Starts a worker: its standard input is a socket and its output a pipe to this process, its standard
+    /// error goes nowhere (a crash's words are the verdict's), it is in a process group of its own
+    /// (a terminal's Ctrl-C reaches the parent, which ends it), and it holds no other descriptor.
+    static func start(_ settings: ValidationWorkers) throws(ValidationFailure) -> WorkerProcess {
+        var toWorker: [Int32] = [0, 0]
+        var fromWorker: [Int32] = [0, 0]
+        // A socket towards the worker, so that a write to one that died fails (MSG_NOSIGNAL)
+        // rather than raising SIGPIPE in this process.
+        guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &toWorker) == 0 else {
+            throw startFailure(errno)
+        }
+        guard pipe(&fromWorker) == 0, fcntl(fromWorker[0], F_SETFD, FD_CLOEXEC) == 0, fcntl(fromWorker[1], F_SETFD, FD_CLOEXEC) == 0
+        else {
+            let code = errno
+            Glibc.close(toWorker[0])
+            Glibc.close(toWorker[1])
+            throw startFailure(code)
+        }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, toWorker[0], 0)
+        posix_spawn_file_actions_adddup2(&actions, fromWorker[1], 1)
+        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var defaults = sigset_t()
+        sigfillset(&defaults)
+        var empty = sigset_t()
+        sigemptyset(&empty)
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        posix_spawnattr_setsigmask(&attributes, &empty)
+        posix_spawnattr_setpgroup(&attributes, 0)
+        posix_spawnattr_setflags(
+            &attributes, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP))
+        let argv = [settings.executable] + settings.arguments
+        // Swift's crash backtracer would spend seconds of CPU on a crash (and keep a crashed
+        // worker alive meanwhile): a worker's crash is a verdict, its backtrace nobody's.
+        let environment =
+            ProcessInfo.processInfo.environment.filter { $0.key != "SWIFT_BACKTRACE" }.map { "\($0.key)=\($0.value)" }
+            + ["SWIFT_BACKTRACE=enable=no"]
+        var cEnvironment = environment.map { strdup($0) } + [nil]
+        defer { for variable in cEnvironment { free(variable) } }
+        var cArguments = argv.map { strdup($0) } + [nil]
+        defer { for argument in cArguments { free(argument) } }
+        var pid: pid_t = 0
+        let status = posix_spawn(&pid, settings.executable, &actions, &attributes, &cArguments, &cEnvironment)
+        Glibc.close(toWorker[0])
+        Glibc.close(fromWorker[1])
+        guard status == 0 else {
+            Glibc.close(toWorker[1])
+            Glibc.close(fromWorker[0])
+            throw startFailure(status)
+        }
+        return WorkerProcess(pid: pid, input: toWorker[1], output: fromWorker[0])
+    }
+
+    private static func startFailure(_ code: Int32) -> ValidationFailure {
+        ValidationFailure("the validator could not be started (\(String(cString: strerror(code))))", kind: .unjudgeable)
+    }
+
+    /// Whether the worker is still running (it is reaped when it is not).
+    var isRunning: Bool {
+        var status: Int32 = 0
+        guard waitpid(pid, &status, WNOHANG) == pid else { return true }
+        reaped.withLock { $0 = true }
+        return false
+    }
+
+    /// Kills the worker; what it was asked then ends with `reason`.
+    func kill(because reason: KillReason) {
+        let first = killed.withLock { killed in
+            if killed != nil { return false }
+            killed = reason
+            return true
+        }
+        if first { Glibc.kill(pid, SIGKILL) }
+    }
+
+    /// Closes its input: it exits once it has answered what it was asked.
+    func close() {
+        shutdown(input, Int32(SHUT_WR))
+    }
+
+    /// Sends `request` and waits for the answer, at most `wallClock` seconds.
+    func judge(_ request: WorkerRequest, wallClock: Double) -> Outcome {
+        BlockingWork.assertMayBlock("a validation worker's answer")
+        lastMemoryLimit.withLock { $0 = request.memoryLimit }
+        guard var line = try? JSONEncoder().encode(request) else { return .ended("the request could not be encoded") }
+        line.append(0x0A)
+        let written = line.withUnsafeBytes { bytes -> Bool in
+            var offset = 0
+            while offset < bytes.count {
+                let count = send(input, bytes.baseAddress! + offset, bytes.count - offset, Int32(MSG_NOSIGNAL))
+                if count < 0 && errno == EINTR { continue }
+                if count <= 0 { return false }
+                offset += count
+            }
+            return true
+        }
+        if !written { return ended() }
+        var answer = [UInt8]()
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        let deadline = ContinuousClock.now + .milliseconds(Int64(wallClock * 1000))
+        while true {
+            let left = ContinuousClock.now.duration(to: deadline)
+            if left <= .zero {
+                kill(because: .wallClock(wallClock))
+                return ended()
+            }
+            var descriptor = pollfd(fd: output, events: Int16(POLLIN), revents: 0)
+            let milliseconds = Int32(clamping: left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000 + 1)
+            let ready = poll(&descriptor, 1, milliseconds)
+            if ready < 0 && errno == EINTR { continue }
+            if ready <= 0 { continue }
+            let count = buffer.withUnsafeMutableBytes { read(output, $0.baseAddress, $0.count) }
+            if count < 0 && errno == EINTR { continue }
+            if count <= 0 { return ended() }
+            answer += buffer[..<count]
+            if let end = answer.firstIndex(of: 0x0A) {
+                guard let reply = try? JSONDecoder().decode(WorkerReply.self, from: Data(answer[..<end])) else {
+                    kill(because: .wallClock(0))
+                    return .ended("the validator's answer could not be read")
+                }
+                return .reply(reply)
+            }
+        }
+    }
+
+    /// The worker is gone: reaps it and says why, from how it ended.
+    private func ended() -> Outcome {
+        if killed.withLock({ $0 }) == nil {
+            // It ended by itself, or its pipe broke: make sure it is gone.
+            Glibc.kill(pid, SIGKILL)
+        }
+        var status: Int32 = 0
+        var usage = rusage()
+        var result: pid_t
+        repeat { result = wait4(pid, &status, 0, &usage) } while result < 0 && errno == EINTR
+        reaped.withLock { $0 = true }
+        switch killed.withLock({ $0 }) {
+        case .cancelled: return .ended(nil)
+        case .wallClock(let seconds):
+            return .ended("could not be judged safely: the validator ran out of time on it (\(Int(seconds)) s)")
+        case nil: break
+        }
+        let signal = status & 0x7F
+        let exitCode = (status >> 8) & 0xFF
+        if signal == 0 {
+            return .ended("could not be judged safely: the validator stopped on it (exit status \(exitCode))")
+        }
+        if signal == SIGXCPU {
+            return .ended("could not be judged safely: the validator ran out of CPU time on it")
+        }
+        // ru_maxrss is in KiB; its peak was reset as the book began. An allocation refused near
+        // the bound crashes (a trap, an abort, a null pointer): that is memory, not a bug.
+        let peak = Int64(usage.ru_maxrss) * 1024
+        if peak > 0, peak >= lastMemoryLimit.withLock({ $0 }) / 2 {
+            return .ended("could not be judged safely: the validator ran out of memory on it")
+        }
+        return .ended("could not be judged safely: the validator crashed on it (signal \(signal))")
+    }
+
+    /// The memory bound of the book asked last.
+    let lastMemoryLimit = Mutex<Int64>(.max)
+
+    private func reap(blocking: Bool) {
+        if reaped.withLock({ $0 }) { return }
+        var status: Int32 = 0
+        _ = waitpid(pid, &status, blocking ? 0 : WNOHANG)
+    }
+}

@@ -1,0 +1,183 @@
+import BookCacheTestSupport
+import DownloadQueue
+import Foundation
+import Testing
+
+@testable import BookCache
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Books judged in worker processes (`bookcache validation-worker`): a worker that crashes, runs
+/// out of memory or of time is the verdict on its book, never the test process's; a cancelled
+/// book's worker is ended at once; the next book is judged by a new worker.
+@Suite("Validation workers", .timeLimit(.minutes(3)))
+struct ValidationWorkerTests {
+    static let executable = ProcessRunner.productsDirectory.appendingPathComponent("bookcache").path
+
+    static func workers(count: Int = 1) -> ValidationWorkers {
+        ValidationWorkers(executable: executable, arguments: ["validation-worker"], count: count)
+    }
+
+    /// A FIFO in a fresh folder: a worker that opens it to judge it waits there, mid-book, until
+    /// the test opens the other end.
+    static func fifo(in dir: TemporaryDirectory) throws -> String {
+        let path = dir.path("stuck.pdf").path
+        try #require(mkfifo(path, 0o600) == 0)
+        return path
+    }
+
+    /// Returns once a worker has opened `fifo` to judge it (opening the writing end waits for
+    /// the reader), holding the writing end open so the worker waits on.
+    static func workerOpened(_ fifo: String) async -> Int32 {
+        await BlockingWork.run { open(fifo, O_WRONLY | O_CLOEXEC) }
+    }
+
+    @Test("the fixtures get the same verdicts in a worker as in process")
+    func sameVerdicts() async throws {
+        let validation = BookValidation.workers(Self.workers(count: 2))
+        let folder = Fixtures.books
+        let names = try FileManager.default.subpathsOfDirectory(atPath: folder.path).filter {
+            $0.hasSuffix(".epub") || $0.hasSuffix(".pdf")
+        }
+        #expect(names.count > 20)
+        for name in names.sorted() {
+            let path = folder.appendingPathComponent(name).path
+            let here = Result { () throws(ValidationFailure) in try BookValidator().check(path: path) }
+            let there: Result<ValidationReport, ValidationFailure>
+            do {
+                there = .success(try await validation.judge(path: path, limits: ValidationLimits(), strict: false))
+            } catch let failure as ValidationFailure {
+                there = .failure(failure)
+            }
+            #expect(here == there, "\(name)")
+        }
+    }
+
+    @Test("a worker that dies mid-book is that book's verdict; the next book is judged by a new worker")
+    func workerKilledMidBook() async throws {
+        // Given a worker judging a "book" that keeps it waiting
+        let dir = try TemporaryDirectory("bookcache-worker")
+        defer { dir.remove() }
+        let fifo = try Self.fifo(in: dir)
+        let validation = BookValidation.workers(Self.workers())
+        let judged = Task { try await validation.judge(path: fifo, limits: ValidationLimits(), strict: false) }
+        let writer = await Self.workerOpened(fifo)
+        defer { close(writer) }
+        // When it crashes (as a stack overflow would)
+        let pid = try #require(validation.workerProcesses.first)
+        kill(pid, SIGSEGV)
+        // Then the book is refused as not judged safely, in words
+        do {
+            _ = try await judged.value
+            Issue.record("a book whose worker crashed was accepted")
+        } catch let failure as ValidationFailure {
+            #expect(failure.kind == .unjudgeable)
+            #expect(failure.reason.contains("crashed on it (signal 11)"), "\(failure.reason)")
+        }
+        // And the next book is judged, by another worker
+        let report = try await validation.judge(
+            path: Fixtures.books.appendingPathComponent("alice.epub").path, limits: ValidationLimits(), strict: false)
+        #expect(report.format == .epub)
+        #expect(validation.workerProcesses.first != pid)
+    }
+
+    @Test("cancelling a book while it is judged ends its worker at once")
+    func cancelledBookEndsItsWorker() async throws {
+        let dir = try TemporaryDirectory("bookcache-worker")
+        defer { dir.remove() }
+        let fifo = try Self.fifo(in: dir)
+        let validation = BookValidation.workers(Self.workers())
+        let judged = Task { try await validation.judge(path: fifo, limits: ValidationLimits(), strict: false) }
+        let writer = await Self.workerOpened(fifo)
+        defer { close(writer) }
+        let pid = try #require(validation.workerProcesses.first)
+        // When the task is cancelled
+        judged.cancel()
+        // Then it ends as cancelled, and the worker is gone (reaped: no such process)
+        await #expect(throws: CancellationError.self) { try await judged.value }
+        #expect(kill(pid, 0) == -1 && errno == ESRCH)
+        #expect(validation.workerProcesses.isEmpty)
+    }
+
+    @Test("a book waiting for a worker is cancelled without one")
+    func cancelledWhileWaiting() async throws {
+        let dir = try TemporaryDirectory("bookcache-worker")
+        defer { dir.remove() }
+        let fifo = try Self.fifo(in: dir)
+        let validation = BookValidation.workers(Self.workers(count: 1))
+        let first = Task { try await validation.judge(path: fifo, limits: ValidationLimits(), strict: false) }
+        let writer = await Self.workerOpened(fifo)
+        // The second waits for the one worker
+        let second = Task {
+            try await validation.judge(
+                path: Fixtures.books.appendingPathComponent("alice.epub").path, limits: ValidationLimits(), strict: false)
+        }
+        second.cancel()
+        await #expect(throws: CancellationError.self) { try await second.value }
+        first.cancel()
+        close(writer)
+        _ = try? await first.value
+    }
+
+    @Test("a book that takes longer than its wall-clock budget is refused as out of time")
+    func wallClock() async throws {
+        let dir = try TemporaryDirectory("bookcache-worker")
+        defer { dir.remove() }
+        let fifo = try Self.fifo(in: dir)
+        var settings = Self.workers()
+        settings.cpuSeconds = 0.05
+        settings.cpuSecondsPerMiB = 0
+        settings.wallClockSlack = 0
+        let validation = BookValidation.workers(settings)
+        // The FIFO's writing end is opened and held by a task of its own, so the worker waits in read.
+        let holder = Task { await Self.workerOpened(fifo) }
+        do {
+            _ = try await validation.judge(path: fifo, limits: ValidationLimits(), strict: false)
+            Issue.record("a book that never ended was accepted")
+        } catch let failure as ValidationFailure {
+            #expect(failure.kind == .unjudgeable)
+            #expect(failure.reason.contains("ran out of time"), "\(failure.reason)")
+        }
+        close(await holder.value)
+    }
+
+    @Test("a worker that runs out of memory on a book is that book's verdict, in words")
+    func outOfMemory() async throws {
+        // Given a memory bound below what a worker needs to read any book
+        var settings = Self.workers()
+        settings.memoryBytes = 32 << 20
+        let validation = BookValidation.workers(settings)
+        do {
+            let report = try await validation.judge(
+                path: Fixtures.books.appendingPathComponent("fixture-monthly-2024-05.pdf").path, limits: ValidationLimits(), strict: false)
+            Issue.record("judged within 32 MiB of address space: \(report)")
+        } catch let failure as ValidationFailure {
+            #expect(failure.kind == .unjudgeable)
+            #expect(failure.reason.contains("ran out of memory"), "\(failure.reason)")
+        }
+    }
+
+    @Test("hostile books are refused by a worker, and the worker judges on")
+    func hostileBooks() async throws {
+        let dir = try TemporaryDirectory("bookcache-worker")
+        defer { dir.remove() }
+        let validation = BookValidation.workers(Self.workers())
+        let books: [(String, [UInt8])] = [
+            ("deep.pdf", HostileBooks.deepPageTree(levels: 20_000)),
+            ("bomb.pdf", HostileBooks.nestedFlate(layers: 2, decodedBytes: 64 << 20)),
+            ("catalogs.pdf", HostileBooks.catalogsWithoutObjects(count: 40_000)),
+        ]
+        var pids = Set<Int32>()
+        for (name, bytes) in books {
+            let path = dir.path(name).path
+            try Data(bytes).write(to: URL(fileURLWithPath: path))
+            await #expect(throws: ValidationFailure.self, "\(name)") {
+                try await validation.judge(path: path, limits: ValidationLimits(), strict: false)
+            }
+            pids.formUnion(validation.workerProcesses)
+        }
+        #expect(pids.count == 1, "one worker judged them all")
+    }
+}
