@@ -86,3 +86,82 @@ struct DownloadServiceTests {
         }
     }
 }
+
+/// A book that ends the service at every start (issue 55) must not end it forever.
+@Suite("DownloadService: no crash loops", .blockingInternals)
+struct CrashLoopTests {
+    @Test("a job the service died judging twice is failed at the next start, in words; retried, it counts from zero")
+    func crashLoop() async throws {
+        // Given a job a service was judging when it died (its state left downloading, the
+        // book's judging mark left behind)
+        let dir = try TemporaryDirectory("bookcache-crashloop")
+        defer { dir.remove() }
+        let manager = BookCacheManager(configuration: BookCacheConfiguration(rootDirectory: dir.url))
+        let service = DownloadService(manager: manager)
+        let submitted = try await service.submit(Data(#"[{"url": "http://127.0.0.1:9/deep.pdf", "id": "deep"}]"#.utf8))
+        let layout = CacheLayout(root: dir.url)
+        let store = try JobStore(layout: layout)
+        var job = try #require(submitted.first)
+        let mark = layout.judgingMark(for: try BookID(parsing: job.bookId))
+        func died(judging: Bool) throws {
+            job.state = .downloading
+            try store.update(job)
+            if judging {
+                try FileManager.default.createDirectory(at: mark.deletingLastPathComponent(), withIntermediateDirectories: true)
+                try Data().write(to: mark)
+            }
+        }
+        func restart() throws -> (requeued: Int, failed: Int) {
+            try store.requeueInterrupted(now: Date()) { FileManager.default.fileExists(atPath: mark.path) && $0 == job.bookId }
+        }
+        try died(judging: true)
+        // When the service starts again, once: the job is queued again
+        #expect(try restart() == (requeued: 1, failed: 0))
+        #expect(try store.job(job.id)?.state == .queued)
+        try FileManager.default.removeItem(at: mark)
+        // A death while its bytes arrive is not counted
+        try died(judging: false)
+        #expect(try restart() == (requeued: 1, failed: 0))
+        // And when it died judging it a second time, the next start fails it, saying why
+        try died(judging: true)
+        #expect(try restart() == (requeued: 0, failed: 1))
+        let failed = try #require(try store.job(job.id))
+        #expect(failed.state == .failed)
+        #expect(
+            failed.error?.message.contains("stopped unexpectedly 2 times while it judged this book") == true,
+            "\(String(describing: failed.error))")
+        // A retry starts its count again: one more death queues it again
+        let retried = try #require(try await service.retry(job.id))
+        #expect(retried.state == .queued)
+        job = retried
+        try died(judging: true)
+        #expect(try restart() == (requeued: 1, failed: 0))
+    }
+
+    @Test("a job table made before the count was kept gains it")
+    func olderTable() throws {
+        let dir = try TemporaryDirectory("bookcache-crashloop")
+        defer { dir.remove() }
+        let layout = CacheLayout(root: dir.url)
+        // The table as an older bookcache made it (without the column)
+        let database = try SQLiteDatabase(path: layout.databaseFile.path)
+        try database.execute(JobStore.schema)
+        #expect(try JobStore(layout: layout).requeueInterrupted(now: Date()) { _ in true } == (requeued: 0, failed: 0))
+    }
+
+    @Test("a book's judging mark is gone once it is cached or refused")
+    func judgingMarkGoes() async throws {
+        let corrupt = try Fixtures.data("corrupt/crc-flip.epub")
+        try await withServerAndDirectory(directory: Fixtures.books, files: ["bad.epub": corrupt]) { server, dir in
+            let manager = makeManager(dir)
+            let alice = try BookDownloadRequest(url: "\(server.baseURL)/alice.epub", id: BookID(type: .ebook, bookId: "alice"))
+            let bad = try BookDownloadRequest(url: "\(server.baseURL)/bad.epub", id: BookID(type: .ebook, bookId: "bad"))
+            let result = try await manager.download(alice)
+            #expect(!result.wasAlreadyCached)
+            await #expect(throws: BookCacheError.self) { try await manager.download(bad) }
+            for id in [alice.id, bad.id] {
+                #expect(!FileManager.default.fileExists(atPath: manager.layout.judgingMark(for: id).path), "\(id)")
+            }
+        }
+    }
+}

@@ -310,8 +310,25 @@ public actor DownloadService {
     /// and returns.
     /// - Throws: ``BookCacheError`` when the database cannot be opened.
     public func run() async throws(BookCacheError) {
-        let requeued = try store().requeueInterrupted(now: now())
-        if requeued > 0 { logger.notice("queued again the jobs a previous run left downloading", metadata: ["jobs": "\(requeued)"]) }
+        // A book being judged when the service died left its mark: counted, then removed.
+        let layout = manager.layout
+        var marks: [URL] = []
+        let interrupted = try store().requeueInterrupted(now: now()) { book in
+            guard let id = try? BookID(parsing: book) else { return false }
+            let mark = layout.judgingMark(for: id)
+            guard FileManager.default.fileExists(atPath: mark.path) else { return false }
+            marks.append(mark)
+            return true
+        }
+        for mark in marks { unlink(mark.path) }
+        if interrupted.requeued > 0 {
+            logger.notice("queued again the jobs a previous run left downloading", metadata: ["jobs": "\(interrupted.requeued)"])
+        }
+        if interrupted.failed > 0 {
+            logger.error(
+                "failed the jobs the service died running \(JobStore.maxInterruptions) times; they are not started again",
+                metadata: ["jobs": "\(interrupted.failed)"])
+        }
         // Books cached (by a job, a scheduled sync or anyone else using the manager) and evicted,
         // from the manager's one stream of book events.
         let books = Task { [manager, broadcast] in

@@ -51,7 +51,28 @@ final class JobStore {
         } catch {
             throw IndexStore.translate(error, layout: layout)
         }
+        try addInterruptions()
     }
+
+    /// How many times the service died while the job ran: a column of its own, added to a table
+    /// made before it was (by another process too, meanwhile: the check runs again under the lock).
+    private func addInterruptions() throws(BookCacheError) {
+        let database = self.database
+        func missing() throws(SQLiteError) -> Bool {
+            let columns = try database.statement("SELECT count(*) FROM pragma_table_info('service_job') WHERE name = 'interruptions'")
+            defer { columns.reset() }
+            return try columns.step() && columns.int64(0) == 0
+        }
+        guard try read(missing) else { return }
+        try write { () throws(SQLiteError) in
+            if try missing() { try database.execute("ALTER TABLE service_job ADD COLUMN interruptions INTEGER NOT NULL DEFAULT 0") }
+        }
+    }
+
+    /// The times a service may die while a job runs before the job is failed rather than started
+    /// again: a book that ends the process at every start (it did, before validation moved into
+    /// workers) would otherwise end it forever.
+    static let maxInterruptions = 2
 
     /// A job to insert: the record shown, and the manifest line it runs from.
     struct NewJob {
@@ -168,15 +189,42 @@ final class JobStore {
         }
     }
 
-    /// Jobs a stopped or killed service left downloading go back to the queue (their partial
-    /// files are resumed). - Returns: How many.
-    func requeueInterrupted(now: Date) throws(BookCacheError) -> Int {
-        try write { () throws(SQLiteError) in
-            let update = try database.statement(
-                "UPDATE service_job SET state = 'queued', updatedAt = ? WHERE state = 'downloading'")
-            update.bind(now.timeIntervalSince1970, at: 1)
-            try update.run()
-            return database.changes()
+    /// Jobs a killed service left downloading (a stopped one queues them itself) go back to the
+    /// queue, their partial files resumed. A job whose book was being judged when the service died
+    /// (`diedJudging`, given its book id) is counted; one counted ``maxInterruptions`` times is
+    /// failed instead, with words that say so. (A death while bytes arrive is not counted: it is
+    /// the network's or the machine's, and the job resumes.)
+    /// - Returns: How many were queued again, and how many failed.
+    func requeueInterrupted(now: Date, diedJudging: (String) -> Bool) throws(BookCacheError) -> (requeued: Int, failed: Int) {
+        try write(durable: true) { () throws(SQLiteError) in
+            let interrupted = try database.statement("SELECT id, bookId FROM service_job WHERE state = 'downloading'")
+            var judging: [String] = []
+            while try interrupted.step() {
+                if let id = interrupted.text(0), let book = interrupted.text(1), diedJudging(book) { judging.append(id) }
+            }
+            interrupted.reset()
+            for id in judging {
+                let count = try database.statement("UPDATE service_job SET interruptions = interruptions + 1 WHERE id = ?")
+                count.bind(id, at: 1)
+                try count.run()
+            }
+            let fail = try database.statement(
+                """
+                UPDATE service_job SET state = 'failed', errorKind = 'unexpected', errorMessage = ?, nextAttemptAt = NULL, entry = NULL,
+                    updatedAt = ?
+                WHERE state = 'downloading' AND interruptions >= ?
+                """)
+            fail.bind(
+                "the service stopped unexpectedly \(Self.maxInterruptions) times while it judged this book (a crash, an out-of-memory kill or a power cut), so it is not started again; retry it once the cause is known",
+                at: 1)
+            fail.bind(now.timeIntervalSince1970, at: 2)
+            fail.bind(Int64(Self.maxInterruptions), at: 3)
+            try fail.run()
+            let failed = database.changes()
+            let requeue = try database.statement("UPDATE service_job SET state = 'queued', updatedAt = ? WHERE state = 'downloading'")
+            requeue.bind(now.timeIntervalSince1970, at: 1)
+            try requeue.run()
+            return (database.changes(), failed)
         }
     }
 
@@ -195,7 +243,12 @@ final class JobStore {
 
     /// Writes `job` (an ended job made queued again) and `entry` as its manifest line, durably.
     func requeue(_ job: ServiceJob, entry: String) throws(BookCacheError) {
-        try write(durable: true) { () throws(SQLiteError) in try updateRow(job, entry: entry) }
+        try write(durable: true) { () throws(SQLiteError) in
+            try updateRow(job, entry: entry)
+            let reset = try database.statement("UPDATE service_job SET interruptions = 0 WHERE id = ?")
+            reset.bind(job.id, at: 1)
+            try reset.run()
+        }
     }
 
     /// Removes the jobs that have ended (cached, failed, cancelled).

@@ -280,7 +280,18 @@ struct DownloadContext: Sendable {
     /// Judges the downloaded file where the configuration says (a worker, or this process) —
     /// leaving out of the CRC pass what `seen` checked as it arrived.
     private func judge(_ partial: URL, seen: ArrivingZIP, strict: Bool, id: BookID) async -> Result<ValidationReport, BookCacheError> {
-        let arrived = await BlockingWork.run { seen.verdict() }
+        // Marked while it is judged: a process that dies judging it leaves the mark, and a service
+        // that finds it at its next start counts the death against the book's job.
+        let (mark, logger) = (layout.judgingMark(for: id), logger)
+        let arrived = await BlockingWork.run {
+            let descriptor = open(mark.path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
+            if descriptor >= 0 {
+                close(descriptor)
+            } else {
+                logger.debug("cannot mark a book as being judged", metadata: ["id": "\(id)", "errno": "\(errno)"])
+            }
+            return seen.verdict()
+        }
         let judged: Result<ValidationReport, BookCacheError>
         do {
             judged = .success(
@@ -297,6 +308,7 @@ struct DownloadContext: Sendable {
             // Cancelled while it was judged: the worker was ended, and so is the download.
             judged = .failure(.cancelled(id))
         }
+        await BlockingWork.run { _ = unlink(mark.path) }
         return judged
     }
 

@@ -192,6 +192,13 @@ public struct CacheLayout: Sendable, Hashable {
         partialFolder.appending(path: "\(id).part", directoryHint: .notDirectory)
     }
 
+    /// The mark a download of `id` leaves while its book is judged (`.part.judging`): found by a
+    /// later process, it says this one died judging the book (see ``DownloadService``'s crash
+    /// loops).
+    package func judgingMark(for id: BookID) -> URL {
+        partialFolder.appending(path: "\(id).part.judging", directoryHint: .notDirectory)
+    }
+
     /// The file whose bytes are the per-book locks on Linux (see ``BookLock``).
     var bookLocksFile: URL {
         root.appending(path: "books.lock", directoryHint: .notDirectory)
