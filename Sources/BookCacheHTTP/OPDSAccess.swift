@@ -14,10 +14,13 @@ import Synchronization
 /// login that passed is remembered for ``verifiedLifetime`` by the SHA-256 of its header, so a
 /// reader's every cover does not cost a PBKDF2, and it keeps working while its address is locked
 /// out; an attempt is counted as a failure *before* it is hashed (and forgiven when it passes), so
-/// after ``maxFailures`` in ``failureWindow`` an address is answered `429` with `Retry-After`
-/// however many it sends at once; and at most ``maxHashing`` logins are hashed at a time, the rest
-/// answered `429` with `Retry-After: 1`, so wrong logins from many addresses hold one core at most
-/// and the API and downloads never wait behind them.
+/// after ``maxFailures`` in ``failureWindow`` a network (an IPv4 /24, an IPv6 /64: one machine's
+/// addresses are counted together) is answered `429` with `Retry-After` however many it sends at
+/// once; and logins are hashed in two lanes of one each — one for networks with a recent wrong
+/// login, one for those without — the rest answered `429` with `Retry-After: 1`, so wrong logins
+/// from many addresses hold one core, a reader's first login is not kept waiting behind them, and
+/// the API and downloads never wait behind either. A password changed while a login is hashed
+/// voids that hash (a generation number): the old password opens nothing once the file changed.
 final class ReaderLogins: Sendable {
     static let verifiedLifetime: Duration = .seconds(15 * 60)
     static let maxVerified = 64
@@ -25,7 +28,7 @@ final class ReaderLogins: Sendable {
     static let failureWindow: Duration = .seconds(60)
     /// Client addresses whose failures are tracked at once; the oldest is forgotten first.
     static let maxTrackedClients = 4096
-    /// Logins hashed at once (PBKDF2 holds a core for about 0.1 s).
+    /// Logins hashed at once in each lane (PBKDF2 holds a core for about 0.1 s).
     static let maxHashing = 1
 
     private let cacheRoot: URL
@@ -66,7 +69,10 @@ final class ReaderLogins: Sendable {
     struct Gate {
         var verified: [String: ContinuousClock.Instant] = [:]
         var failures: [String: (count: Int, since: ContinuousClock.Instant)] = [:]
-        var hashing = 0
+        /// Logins being hashed in each lane: for networks with a recent failure, and without.
+        var hashing = (failing: 0, clean: 0)
+        /// The login's generation: changed with the password, it voids hashes begun before.
+        var generation = 0
 
         enum Admission: Equatable {
             /// Verified recently: no hash needed.
@@ -75,30 +81,58 @@ final class ReaderLogins: Sendable {
             case blocked(Int)
             /// The hashing lane is full.
             case busy
-            /// Hash it; the attempt is already counted as a failure.
-            case hash
+            /// Hash it, in the lane it was given; the attempt is already counted as a failure.
+            case hash(Lane, generation: Int)
+        }
+
+        enum Lane: Equatable {
+            case failing
+            case clean
+        }
+
+        /// The password changed: what was verified is forgotten, and hashes under way are void.
+        mutating func loginChanged() {
+            verified = [:]
+            generation += 1
         }
 
         mutating func admit(client: String, key: String, at: ContinuousClock.Instant) -> Admission {
             verified = verified.filter { at - $0.value < ReaderLogins.verifiedLifetime }
             if verified[key] != nil { return .known }
-            if let entry = failures[client] {
+            let network = ReaderLogins.network(of: client)
+            if let entry = failures[network] {
                 let age = at - entry.since
                 if age >= ReaderLogins.failureWindow {
-                    failures.removeValue(forKey: client)
+                    failures.removeValue(forKey: network)
                 } else if entry.count >= ReaderLogins.maxFailures {
                     return .blocked(max(1, Int((ReaderLogins.failureWindow - age).components.seconds) + 1))
                 }
             }
-            guard hashing < ReaderLogins.maxHashing else { return .busy }
-            hashing += 1
-            recordFailure(client, at: at)
-            return .hash
+            let lane: Lane = (failures[network]?.count ?? 0) == 0 ? .clean : .failing
+            switch lane {
+            case .clean:
+                guard hashing.clean < ReaderLogins.maxHashing else { return .busy }
+                hashing.clean += 1
+            case .failing:
+                guard hashing.failing < ReaderLogins.maxHashing else { return .busy }
+                hashing.failing += 1
+            }
+            recordFailure(network, at: at)
+            return .hash(lane, generation: generation)
         }
 
-        mutating func finish(client: String, key: String, matched: Bool, at: ContinuousClock.Instant) {
-            hashing -= 1
-            guard matched else { return }
+        /// A hash begun in `lane` under `generation` ended; returns whether the login passed:
+        /// it matched, and the password did not change meanwhile.
+        @discardableResult
+        mutating func finish(
+            client: String, key: String, matched: Bool, lane: Lane, generation: Int, at: ContinuousClock.Instant
+        ) -> Bool {
+            switch lane {
+            case .clean: hashing.clean -= 1
+            case .failing: hashing.failing -= 1
+            }
+            guard matched, generation == self.generation else { return false }
+            let client = ReaderLogins.network(of: client)
             if var entry = failures[client] {
                 entry.count -= 1
                 failures[client] = entry
@@ -107,6 +141,7 @@ final class ReaderLogins: Sendable {
                 verified.removeValue(forKey: oldest)
             }
             verified[key] = at
+            return true
         }
 
         private mutating func recordFailure(_ client: String, at: ContinuousClock.Instant) {
@@ -136,16 +171,38 @@ final class ReaderLogins: Sendable {
         case .known: return .reader
         case .blocked(let wait): return .tooMany(retryAfter: wait)
         case .busy: return .busy(retryAfter: 1)
-        case .hash: break
+        case .hash(let lane, let generation):
+            guard let (user, password) = Self.decodeBasic(authorization) else {
+                gate.withLock { $0.finish(client: client, key: key, matched: false, lane: lane, generation: generation, at: at) }
+                return .wrong
+            }
+            // PBKDF2 takes a while: on the blocking pool, not an event loop, one a lane at a time.
+            let matches = await BlockingWork.run { login.verify(user: user, password: password) }
+            // The file is looked at again: a password set while this one was hashed voids it.
+            _ = current()
+            let passed = gate.withLock { $0.finish(client: client, key: key, matched: matches, lane: lane, generation: generation, at: at) }
+            return passed ? .reader : .wrong
         }
-        guard let (user, password) = Self.decodeBasic(authorization) else {
-            gate.withLock { $0.finish(client: client, key: key, matched: false, at: at) }
-            return .wrong
+    }
+
+    /// The network an address is counted with: its /24 for IPv4 (an IPv4-mapped IPv6 address too),
+    /// its /64 for IPv6 — what one machine or home can easily change within; the text as it is
+    /// for anything else.
+    static func network(of client: String) -> String {
+        var v6 = in6_addr()
+        var v4 = in_addr()
+        if inet_pton(AF_INET, client, &v4) == 1 {
+            let bytes = withUnsafeBytes(of: v4) { Array($0) }
+            return "\(bytes[0]).\(bytes[1]).\(bytes[2]).0/24"
         }
-        // PBKDF2 takes a while: on the blocking pool, not an event loop, one at a time.
-        let matches = await BlockingWork.run { login.verify(user: user, password: password) }
-        gate.withLock { $0.finish(client: client, key: key, matched: matches, at: at) }
-        return matches ? .reader : .wrong
+        if inet_pton(AF_INET6, client, &v6) == 1 {
+            let bytes = withUnsafeBytes(of: v6) { Array($0) }
+            if bytes[0..<10].allSatisfy({ $0 == 0 }), bytes[10] == 0xFF, bytes[11] == 0xFF {
+                return "\(bytes[12]).\(bytes[13]).\(bytes[14]).0/24"
+            }
+            return bytes[0..<8].map { String(format: "%02x", $0) }.joined() + "::/64"
+        }
+        return client
     }
 
     /// Whether `authorization` is a Basic login that passed ``check(basic:client:)`` within
@@ -197,7 +254,7 @@ final class ReaderLogins: Sendable {
             defer { (loaded.stamp, loaded.login, loaded.loadProblem) = (stamp, login, problem) }
             return loaded.login != login
         }
-        if changed { gate.withLock { $0.verified = [:] } }
+        if changed { gate.withLock { $0.loginChanged() } }
         return (login, problem)
     }
 

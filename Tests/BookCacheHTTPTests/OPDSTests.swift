@@ -178,7 +178,7 @@ struct OPDSTests {
         try await body(root)
     }
 
-    @Test("ten failures in a minute block that address (not others) until the minute has passed")
+    @Test("ten failures in a minute block that address's network (its /24, not others) until the minute has passed")
     func failureWindow() async throws {
         try await Self.withReaderLogin { root in
             let start = ContinuousClock.now
@@ -188,7 +188,8 @@ struct OPDSTests {
             let wrong = "Basic " + Data("kobo:guess".utf8).base64EncodedString()
             for _ in 0..<ReaderLogins.maxFailures { #expect(await readers.check(basic: wrong, client: "10.0.0.9") == .wrong) }
             #expect(await readers.check(basic: right, client: "10.0.0.9") == .tooMany(retryAfter: 61))
-            #expect(await readers.check(basic: wrong, client: "10.0.0.8") == .wrong, "another address is not blocked")
+            #expect(await readers.check(basic: wrong, client: "10.0.0.8") == .tooMany(retryAfter: 61), "the same /24 is blocked")
+            #expect(await readers.check(basic: wrong, client: "10.0.1.8") == .wrong, "another network is not blocked")
             clock.withLock { $0 = start + .seconds(30) }
             #expect(await readers.check(basic: right, client: "10.0.0.9") == .tooMany(retryAfter: 31))
             clock.withLock { $0 = start + .seconds(61) }
@@ -234,22 +235,66 @@ struct OPDSTests {
         }
     }
 
-    @Test("the login gate: one hash at a time whoever asks; an attempt counts before its hash and is forgiven when it passes")
+    @Test("the login gate: one hash a lane; an attempt counts before its hash (for its network) and is forgiven when it passes")
     func loginGate() {
         let at = ContinuousClock.now
         var gate = ReaderLogins.Gate()
-        #expect(gate.admit(client: "a", key: "right", at: at) == .hash)
-        #expect(gate.admit(client: "b", key: "other", at: at) == .busy, "the lane holds one hash")
-        #expect(gate.failures["a"]?.count == 1, "counted before the hash")
-        gate.finish(client: "a", key: "right", matched: true, at: at)
-        #expect(gate.failures["a"]?.count == 0, "forgiven: it passed")
-        #expect(gate.admit(client: "a", key: "right", at: at) == .known)
+        let a = "10.0.0.1"
+        let network = ReaderLogins.network(of: a)
+        #expect(gate.admit(client: a, key: "right", at: at) == .hash(.clean, generation: 0))
+        #expect(gate.admit(client: "10.0.1.1", key: "other", at: at) == .busy, "the clean lane holds one hash")
+        #expect(gate.failures[network]?.count == 1, "counted before the hash")
+        let passed = gate.finish(client: a, key: "right", matched: true, lane: .clean, generation: 0, at: at)
+        #expect(passed)
+        #expect(gate.failures[network]?.count == 0, "forgiven: it passed")
+        #expect(gate.admit(client: a, key: "right", at: at) == .known)
         for attempt in 0..<ReaderLogins.maxFailures {
-            #expect(gate.admit(client: "a", key: "wrong\(attempt)", at: at) == .hash)
-            gate.finish(client: "a", key: "wrong\(attempt)", matched: false, at: at)
+            // Another address of the same /24 counts with it
+            let admitted = gate.admit(client: "10.0.0.\(2 + attempt)", key: "wrong\(attempt)", at: at)
+            #expect(admitted == .hash(attempt == 0 ? .clean : .failing, generation: 0))
+            gate.finish(client: a, key: "wrong\(attempt)", matched: false, lane: attempt == 0 ? .clean : .failing, generation: 0, at: at)
         }
-        #expect(gate.admit(client: "a", key: "wrong", at: at) == .blocked(61))
-        #expect(gate.admit(client: "a", key: "right", at: at) == .known)
-        #expect(gate.admit(client: "a", key: "wrong", at: at + .seconds(61)) == .hash, "the window has passed")
+        #expect(gate.admit(client: a, key: "wrong", at: at) == .blocked(61))
+        #expect(gate.admit(client: "10.0.0.200", key: "wrong", at: at) == .blocked(61), "the whole /24")
+        #expect(gate.admit(client: a, key: "right", at: at) == .known)
+        #expect(gate.admit(client: a, key: "wrong", at: at + .seconds(61)) == .hash(.clean, generation: 0), "the window has passed")
+    }
+
+    @Test("a first login gets the clean lane while networks that keep failing fill theirs (60 addresses flooding)")
+    func fairLane() {
+        let at = ContinuousClock.now
+        var gate = ReaderLogins.Gate()
+        // Given 60 networks that have each failed once, one of them hashing now
+        for index in 0..<60 {
+            let client = "192.0.\(index).1"
+            #expect(gate.admit(client: client, key: "flood\(index)", at: at) == .hash(.clean, generation: 0))
+            gate.finish(client: client, key: "flood\(index)", matched: false, lane: .clean, generation: 0, at: at)
+        }
+        #expect(gate.admit(client: "192.0.7.1", key: "flood again", at: at) == .hash(.failing, generation: 0))
+        for index in 0..<60 { #expect(gate.admit(client: "192.0.\(index).9", key: "more", at: at) == .busy) }
+        // When a reader's first login comes from a network with no failure, it is hashed at once
+        #expect(gate.admit(client: "198.51.100.7", key: "reader", at: at) == .hash(.clean, generation: 0))
+        let passed = gate.finish(client: "198.51.100.7", key: "reader", matched: true, lane: .clean, generation: 0, at: at)
+        #expect(passed)
+    }
+
+    @Test("a password changed while a login is hashed voids it: not passed, not remembered")
+    func passwordChangeVoidsHash() {
+        let at = ContinuousClock.now
+        var gate = ReaderLogins.Gate()
+        #expect(gate.admit(client: "10.0.0.1", key: "old", at: at) == .hash(.clean, generation: 0))
+        gate.loginChanged()
+        let passed = gate.finish(client: "10.0.0.1", key: "old", matched: true, lane: .clean, generation: 0, at: at)
+        #expect(!passed)
+        #expect(gate.admit(client: "10.0.0.1", key: "old", at: at) != .known)
+    }
+
+    @Test("addresses are counted by network: IPv4 /24 (mapped too), IPv6 /64")
+    func networks() {
+        #expect(ReaderLogins.network(of: "192.0.2.77") == "192.0.2.0/24")
+        #expect(ReaderLogins.network(of: "::ffff:192.0.2.77") == "192.0.2.0/24")
+        #expect(ReaderLogins.network(of: "2001:db8:1:2:3:4:5:6") == ReaderLogins.network(of: "2001:db8:1:2:ffff::1"))
+        #expect(ReaderLogins.network(of: "2001:db8:1:2::1") != ReaderLogins.network(of: "2001:db8:1:3::1"))
+        #expect(ReaderLogins.network(of: "unknown") == "unknown")
     }
 }
