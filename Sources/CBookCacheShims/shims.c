@@ -280,3 +280,15 @@ int bookcache_deflate_repeated(const void *bytes, unsigned long long count, unsi
     *outCount = used;
     return 0;
 }
+
+#include <spawn.h>
+
+int bookcache_spawn_close_from(void *actions, int lowest) {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
+    return posix_spawn_file_actions_addclosefrom_np((posix_spawn_file_actions_t *)actions, lowest);
+#else
+    (void)actions;
+    (void)lowest;
+    return ENOSYS;
+#endif
+}

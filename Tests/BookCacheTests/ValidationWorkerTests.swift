@@ -180,4 +180,22 @@ struct ValidationWorkerTests {
         }
         #expect(pids.count == 1, "one worker judged them all")
     }
+
+    @Test("a worker holds none of this process's descriptors, even one opened without close-on-exec (a lock's would keep the lock)")
+    func noInheritedDescriptors() async throws {
+        let dir = try TemporaryDirectory("bookcache-worker")
+        defer { dir.remove() }
+        let held = dir.path("held.lock").path
+        let descriptor = open(held, O_RDWR | O_CREAT, 0o600)
+        try #require(descriptor >= 0)
+        defer { close(descriptor) }
+        let validation = BookValidation.workers(Self.workers())
+        _ = try await validation.judge(
+            path: Fixtures.books.appendingPathComponent("alice.epub").path, limits: ValidationLimits(), strict: false)
+        let pid = try #require(validation.workerProcesses.first)
+        let descriptors = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd")
+        let targets = descriptors.compactMap { try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\($0)") }
+        #expect(!targets.contains(held), "\(targets)")
+        #expect(descriptors.count <= 6, "standard input, output, error and the runtime's own: \(targets)")
+    }
 }

@@ -90,4 +90,9 @@ int bookcache_limit_malloc_arenas(int count);
 int bookcache_deflate_repeated(const void *bytes, unsigned long long count, unsigned long long repeat, void **out,
                                unsigned long long *outCount);
 
+/// Has a `posix_spawn` close every descriptor from `lowest` up in the child
+/// (`posix_spawn_file_actions_addclosefrom_np`, glibc 2.34); `actions` is a
+/// `posix_spawn_file_actions_t *`. Returns 0, or an error number (ENOSYS where there is none).
+int bookcache_spawn_close_from(void *actions, int lowest);
+
 #endif

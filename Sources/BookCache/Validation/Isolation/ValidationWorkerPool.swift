@@ -1,3 +1,4 @@
+import CBookCacheShims
 import DownloadQueue
 import Foundation
 import Synchronization
@@ -196,6 +197,15 @@ final class WorkerProcess: Sendable {
         posix_spawn_file_actions_adddup2(&actions, toWorker[0], 0)
         posix_spawn_file_actions_adddup2(&actions, fromWorker[1], 1)
         posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        // Nothing else of this process's goes with it, even a descriptor opened without
+        // close-on-exec: a lock's descriptor held by a worker would keep the lock.
+        guard bookcache_spawn_close_from(&actions, 3) == 0 else {
+            Glibc.close(toWorker[0])
+            Glibc.close(toWorker[1])
+            Glibc.close(fromWorker[0])
+            Glibc.close(fromWorker[1])
+            throw startFailure(ENOSYS)
+        }
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
