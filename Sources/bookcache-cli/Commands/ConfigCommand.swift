@@ -11,8 +11,12 @@ struct ConfigCommand: AsyncParsableCommand {
             leave on the disk, default 100MB), proxy (as curl's --proxy; "" for none, whatever \
             $http_proxy says), noproxy (hosts reached directly), limit-rate (bytes per second per \
             download, such as 2MB), netrc (a netrc file for logins), cacert (a PEM file of \
-            certificate authorities). Options of the same names on the command line come first. A \
-            proxy's password is shown as ***.
+            certificate authorities), validation-workers (books judged at once, each in a worker \
+            process of its own; 1-16, default 2), validation-memory (the address space a worker \
+            may use for a book before three times its size; at least 256MiB, default 1GiB), \
+            validation-cpu (the CPU seconds a book may take before one a MiB; default 20). A book \
+            that crashes or exhausts its worker is refused, exit 70. Options of the same names on \
+            the command line come first. A proxy's password is shown as ***.
             """,
         subcommands: [Set.self, Get.self, List.self, Unset.self],
         defaultSubcommand: List.self
@@ -22,9 +26,10 @@ struct ConfigCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "set",
             abstract: Localized.text(
-                "Set a setting: max-size, keep, reserve, strict, concurrency, retries, proxy, noproxy, limit-rate, netrc or cacert."))
+                "Set a setting: max-size, keep, reserve, strict, concurrency, retries, validation-workers, validation-memory, validation-cpu, proxy, noproxy, limit-rate, netrc or cacert."
+            ))
         @OptionGroup var global: GlobalOptions
-        @Argument(help: "max-size, keep, reserve, proxy, noproxy, limit-rate, netrc or cacert.") var key: String
+        @Argument(help: "A setting's name, such as max-size or validation-memory.") var key: String
         @Argument(help: "The value, such as 2GiB or 50.") var value: String
 
         func validate() throws {
@@ -47,7 +52,7 @@ struct ConfigCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "get", abstract: Localized.text("Print a setting; exit 1 when it is not set."))
         @OptionGroup var global: GlobalOptions
-        @Argument(help: "max-size, keep, reserve, proxy, noproxy, limit-rate, netrc or cacert.") var key: String
+        @Argument(help: "A setting's name, such as max-size or validation-memory.") var key: String
 
         func validate() throws {
             try validateKey(key)
@@ -88,7 +93,7 @@ struct ConfigCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "unset", abstract: Localized.text("Remove a setting, back to its default."))
         @OptionGroup var global: GlobalOptions
-        @Argument(help: "max-size, keep, reserve, proxy, noproxy, limit-rate, netrc or cacert.") var key: String
+        @Argument(help: "A setting's name, such as max-size or validation-memory.") var key: String
 
         func validate() throws {
             try validateKey(key)
