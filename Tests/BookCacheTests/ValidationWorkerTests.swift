@@ -198,4 +198,38 @@ struct ValidationWorkerTests {
         #expect(!targets.contains(held), "\(targets)")
         #expect(descriptors.count <= 6, "standard input, output, error and the runtime's own: \(targets)")
     }
+
+    @Test("requests and replies come through their frames whole; a frame cut short or longer than it says is malformed")
+    func frames() throws {
+        var limits = ValidationLimits()
+        limits.maxPDFDecodingRatio = 7
+        limits.maxEntries = 12
+        let entry = ZIPStreamReader.Entry(
+            header: ZIPStreamReader.Header(rawName: [0x6D, 0xFF, 0x00], method: 8, crc32: 0xDEAD_BEEF, compressedSize: 5, size: -1),
+            vouched: true)
+        let requests = [
+            WorkerRequest(
+                path: "/tmp/ü b.epub", strict: true, limits: limits, arrived: [entry, entry], memoryLimit: 1 << 40, cpuSeconds: 2.5),
+            WorkerRequest(path: "", strict: false, limits: ValidationLimits(), arrived: nil),
+        ]
+        for request in requests {
+            let frame = WorkerFrame.encode(request)
+            #expect(WorkerFrame.length(of: frame) == frame.count - 4)
+            #expect(try WorkerFrame.decodeRequest(Array(frame.dropFirst(4))) == request)
+            #expect(throws: WorkerFrame.Malformed.self) { try WorkerFrame.decodeRequest(Array(frame.dropFirst(4).dropLast())) }
+            #expect(throws: WorkerFrame.Malformed.self) { try WorkerFrame.decodeRequest(Array(frame.dropFirst(4)) + [0]) }
+        }
+        let replies = [
+            WorkerReply(report: ValidationReport(format: .epub, warnings: ["a", "b — ü"], language: "de", published: nil)),
+            WorkerReply(report: ValidationReport(format: .pdf, warnings: [])),
+            WorkerReply(failure: ValidationFailure("could not be judged safely: …", kind: .unjudgeable)),
+        ]
+        for reply in replies {
+            let frame = WorkerFrame.encode(reply)
+            #expect(try WorkerFrame.decodeReply(Array(frame.dropFirst(4))) == reply)
+        }
+        #expect(throws: WorkerFrame.Malformed.self) {
+            try WorkerFrame.decodeReply([WorkerFrame.version, 1, 0, 0, 0, 0, 3, 0, 0, 0, 0x6E, 0x6F, 0x21])
+        }
+    }
 }

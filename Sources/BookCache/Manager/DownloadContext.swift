@@ -308,7 +308,6 @@ struct DownloadContext: Sendable {
             // Cancelled while it was judged: the worker was ended, and so is the download.
             judged = .failure(.cancelled(id))
         }
-        await BlockingWork.run { _ = unlink(mark.path) }
         return judged
     }
 
@@ -319,6 +318,8 @@ struct DownloadContext: Sendable {
         limits: Evictor.Limits
     ) throws(BookCacheError) -> GroupPublisher.Entry {
         let id = request.id
+        // Judged: the mark ``judge(_:seen:strict:id:)`` left goes.
+        unlink(layout.judgingMark(for: id).path)
         // The file is whole; from here on it is either handed on to be published or removed.
         var handedOn = false
         defer {

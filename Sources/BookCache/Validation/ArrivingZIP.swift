@@ -76,7 +76,7 @@ final class ArrivingZIP: BodyObserver {
 /// The reading behind ``ArrivingZIP``: a ZIP's records, one after the other as the bytes come.
 struct ZIPStreamReader: ~Copyable {
     /// What a local header, or a central directory entry, declares of an entry.
-    struct Header: Equatable, Codable {
+    struct Header: Equatable {
         let rawName: [UInt8]
         let method: UInt16
         let crc32: UInt32
@@ -85,7 +85,7 @@ struct ZIPStreamReader: ~Copyable {
     }
 
     /// A central directory entry, and whether its data was seen whole and right.
-    struct Entry: Equatable, Codable {
+    struct Entry: Equatable {
         let header: Header
         let vouched: Bool
     }

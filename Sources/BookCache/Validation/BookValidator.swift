@@ -87,7 +87,7 @@ public struct BookValidator: Sendable {
 }
 
 /// What validation found in a book it accepts.
-public struct ValidationReport: Sendable, Hashable, Codable {
+public struct ValidationReport: Sendable, Hashable {
     /// The format the bytes show.
     public var format: BookFormat
     /// Rules the book breaks that no reader needs (EPUB packaging, a PDF's rebuilt

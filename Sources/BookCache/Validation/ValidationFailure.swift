@@ -1,7 +1,7 @@
 import Foundation
 
 /// Why a file is not a book the cache will keep.
-public struct ValidationFailure: Error, Sendable, Hashable, Codable, CustomStringConvertible {
+public struct ValidationFailure: Error, Sendable, Hashable, CustomStringConvertible {
     /// The kind of refusal, for code that reacts to it (an app that says "sign in again" for a
     /// login page and "the file is damaged" for a CRC error).
     public enum Kind: String, Sendable, Hashable, Codable {

@@ -1,5 +1,5 @@
 /// Bounds that keep validation finite in time and memory, whatever the file claims.
-public struct ValidationLimits: Sendable, Hashable, Codable {
+public struct ValidationLimits: Sendable, Hashable {
     /// The most uncompressed bytes all entries of an EPUB may declare together, and all streams of
     /// a PDF may decode to together.
     public var maxTotalUncompressedBytes: Int64

@@ -7,9 +7,9 @@ import Foundation
     import Darwin
 #endif
 
-/// The body of a validation worker process (see ``ValidationWorkers``): reads a request a line
-/// from standard input, judges the book within the bounds the request gives, writes the verdict a
-/// line to standard output, and exits when its input ends (its parent is gone).
+/// The body of a validation worker process (see ``ValidationWorkers``): reads a request from
+/// standard input, judges the book within the bounds the request gives, writes the verdict to
+/// standard output, and exits when its input ends (its parent is gone).
 public enum ValidationWorker {
     /// Runs the worker until its standard input ends; never returns.
     ///
@@ -22,23 +22,49 @@ public enum ValidationWorker {
         setrlimit(Int32(RLIMIT_CORE.rawValue), &none)
         _ = bookcache_limit_malloc_arenas(2)
         watchParent()
-        let decoder = JSONDecoder()
-        let encoder = JSONEncoder()
-        while let line = readLine(strippingNewline: true) {
+        while let payload = readFrame() {
             let reply: WorkerReply
             do {
-                let request = try decoder.decode(WorkerRequest.self, from: Data(line.utf8))
-                reply = judge(request)
+                reply = judge(try WorkerFrame.decodeRequest(payload))
             } catch {
                 reply = WorkerReply(
                     failure: ValidationFailure("the validator was asked something it does not understand", kind: .unjudgeable))
             }
-            // A reply that cannot be encoded is a bug here, not the book's: the parent sees the
-            // worker end, and says so.
-            guard let data = try? encoder.encode(reply) else { exit(70) }
-            FileHandle.standardOutput.write(data + Data([0x0A]))
+            let frame = WorkerFrame.encode(reply)
+            guard writeAll(frame) else { exit(0) }
         }
         exit(0)
+    }
+
+    /// The next request's bytes from standard input; `nil` at its end (the parent is gone).
+    private static func readFrame() -> [UInt8]? {
+        guard let header = readExactly(4) else { return nil }
+        let length = WorkerFrame.length(of: header)
+        guard length <= WorkerFrame.maxLength else { return nil }
+        return readExactly(length)
+    }
+
+    private static func readExactly(_ count: Int) -> [UInt8]? {
+        var bytes = [UInt8](repeating: 0, count: count)
+        var offset = 0
+        while offset < count {
+            let read = bytes.withUnsafeMutableBytes { Glibc.read(0, $0.baseAddress! + offset, count - offset) }
+            if read < 0 && errno == EINTR { continue }
+            if read <= 0 { return nil }
+            offset += read
+        }
+        return bytes
+    }
+
+    private static func writeAll(_ bytes: [UInt8]) -> Bool {
+        var offset = 0
+        while offset < bytes.count {
+            let written = bytes.withUnsafeBytes { write(1, $0.baseAddress! + offset, bytes.count - offset) }
+            if written < 0 && errno == EINTR { continue }
+            if written <= 0 { return false }
+            offset += written
+        }
+        return true
     }
 
     /// Judges one book within the request's bounds.

@@ -55,15 +55,9 @@ final class ValidationWorkerPool: Sendable {
         let settings = try settings()
         try await acquireTurn(count: settings.count)
         defer { releaseTurn() }
-        let size = (try? FileManager.default.attributesOfItem(atPath: request.path)[.size] as? Int64) ?? 0
-        var request = request
-        request.memoryLimit = settings.memoryLimit(forBookOf: size)
-        request.cpuSeconds = settings.cpuLimit(forBookOf: size)
-        let wallClock = settings.wallClockLimit(forBookOf: size)
         let worker = try await takeWorker(settings)
-        let asked = request
         let outcome = await withTaskCancellationHandler {
-            await BlockingWork.run { worker.judge(asked, wallClock: wallClock) }
+            await BlockingWork.run { worker.judge(request, within: settings) }
         } onCancel: {
             worker.kill(because: .cancelled)
         }
@@ -267,13 +261,20 @@ final class WorkerProcess: Sendable {
         shutdown(input, Int32(SHUT_WR))
     }
 
-    /// Sends `request` and waits for the answer, at most `wallClock` seconds.
-    func judge(_ request: WorkerRequest, wallClock: Double) -> Outcome {
+    /// Sends `request`, with the bounds `settings` give a book of its size, and waits for the
+    /// answer at most its wall-clock time.
+    func judge(_ request: WorkerRequest, within settings: ValidationWorkers) -> Outcome {
         BlockingWork.assertMayBlock("a validation worker's answer")
+        // Its size sets its bounds (a file that cannot be stat'ed gets the smallest; the worker
+        // then says why it cannot be read).
+        let size = FileSystem.fileSize(atPath: request.path) ?? 0
+        var request = request
+        request.memoryLimit = settings.memoryLimit(forBookOf: size)
+        request.cpuSeconds = settings.cpuLimit(forBookOf: size)
+        let wallClock = settings.wallClockLimit(forBookOf: size)
         lastMemoryLimit.withLock { $0 = request.memoryLimit }
-        guard var line = try? JSONEncoder().encode(request) else { return .ended("the request could not be encoded") }
-        line.append(0x0A)
-        let written = line.withUnsafeBytes { bytes -> Bool in
+        let frame = WorkerFrame.encode(request)
+        let written = frame.withUnsafeBytes { bytes -> Bool in
             var offset = 0
             while offset < bytes.count {
                 let count = send(input, bytes.baseAddress! + offset, bytes.count - offset, Int32(MSG_NOSIGNAL))
@@ -288,6 +289,22 @@ final class WorkerProcess: Sendable {
         var buffer = [UInt8](repeating: 0, count: 65536)
         let deadline = ContinuousClock.now + .milliseconds(Int64(wallClock * 1000))
         while true {
+            if answer.count >= 4 {
+                let length = WorkerFrame.length(of: answer)
+                guard length <= WorkerFrame.maxLength else {
+                    kill(because: .wallClock(0))
+                    _ = ended()
+                    return .ended("could not be judged safely: the validator's answer could not be read")
+                }
+                if answer.count >= 4 + length {
+                    guard let reply = try? WorkerFrame.decodeReply(Array(answer[4..<(4 + length)])) else {
+                        kill(because: .wallClock(0))
+                        _ = ended()
+                        return .ended("could not be judged safely: the validator's answer could not be read")
+                    }
+                    return .reply(reply)
+                }
+            }
             let left = ContinuousClock.now.duration(to: deadline)
             if left <= .zero {
                 kill(because: .wallClock(wallClock))
@@ -302,13 +319,6 @@ final class WorkerProcess: Sendable {
             if count < 0 && errno == EINTR { continue }
             if count <= 0 { return ended() }
             answer += buffer[..<count]
-            if let end = answer.firstIndex(of: 0x0A) {
-                guard let reply = try? JSONDecoder().decode(WorkerReply.self, from: Data(answer[..<end])) else {
-                    kill(because: .wallClock(0))
-                    return .ended("the validator's answer could not be read")
-                }
-                return .reply(reply)
-            }
         }
     }
 
