@@ -149,19 +149,41 @@ struct CrashLoopTests {
         #expect(try JobStore(layout: layout).requeueInterrupted(now: Date()) { _ in true } == (requeued: 0, failed: 0))
     }
 
-    @Test("a book's judging mark is gone once it is cached or refused")
-    func judgingMarkGoes() async throws {
-        let corrupt = try Fixtures.data("corrupt/crc-flip.epub")
-        try await withServerAndDirectory(directory: Fixtures.books, files: ["bad.epub": corrupt]) { server, dir in
-            let manager = makeManager(dir)
+    @Test("a service's book is marked while it is judged (a worker that never answers sees the mark), and the mark goes with the verdict")
+    func judgingMark() async throws {
+        try await withServerAndDirectory(directory: Fixtures.books) { server, dir in
+            let seen = dir.path("seen").path
+            let mark = CacheLayout(root: dir.path("cache")).judgingMark(for: try BookID(parsing: "ebook-alice"))
+            // A "worker" that notes the mark once it is there and never answers: the wall clock ends it
+            let script = "while [ ! -e '\(mark.path)' ]; do sleep 0.01; done; touch '\(seen)'; exec sleep 100"
+            var workers = ValidationWorkers(executable: "/bin/sh", arguments: ["-c", script])
+            (workers.cpuSeconds, workers.cpuSecondsPerMiB, workers.wallClockSlack) = (1, 0, 0)
+            var configuration = BookCacheConfiguration(rootDirectory: dir.path("cache"), storageReserveBytes: 0, retryPolicy: .none)
+            configuration.validation = .workers(workers)
+            configuration.marksBooksBeingJudged = true
+            let manager = BookCacheManager(configuration: configuration)
             let alice = try BookDownloadRequest(url: "\(server.baseURL)/alice.epub", id: BookID(type: .ebook, bookId: "alice"))
-            let bad = try BookDownloadRequest(url: "\(server.baseURL)/bad.epub", id: BookID(type: .ebook, bookId: "bad"))
-            let result = try await manager.download(alice)
-            #expect(!result.wasAlreadyCached)
-            await #expect(throws: BookCacheError.self) { try await manager.download(bad) }
-            for id in [alice.id, bad.id] {
-                #expect(!FileManager.default.fileExists(atPath: manager.layout.judgingMark(for: id).path), "\(id)")
+            do {
+                _ = try await manager.download(alice)
+                Issue.record("a book whose worker never answered was cached")
+            } catch let error as BookCacheError {
+                #expect(error.kind == .unjudgeable, "\(error)")
+                #expect(error.message.contains("ran out of time"), "\(error.message)")
             }
+            #expect(FileManager.default.fileExists(atPath: seen), "the mark was there while the book was judged")
+            #expect(!FileManager.default.fileExists(atPath: mark.path), "and is gone with the verdict")
+        }
+    }
+
+    @Test("an app's or a command's book is not marked (two file-system operations a book only a service needs)")
+    func noMarkOutsideService() async throws {
+        try await withServerAndDirectory(directory: Fixtures.books) { server, dir in
+            let manager = makeManager(dir)
+            let result = try await manager.download(
+                try BookDownloadRequest(url: "\(server.baseURL)/alice.epub", id: BookID(type: .ebook, bookId: "alice")))
+            #expect(!result.wasAlreadyCached)
+            let partial = manager.layout.partialFolder.path
+            #expect(try FileManager.default.contentsOfDirectory(atPath: partial).filter { $0.hasSuffix(".judging") }.isEmpty)
         }
     }
 }

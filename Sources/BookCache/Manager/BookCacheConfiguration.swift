@@ -26,6 +26,10 @@ public struct BookCacheConfiguration: Sendable {
     /// start processes; ``BookValidation/workers(_:)`` contains what a hostile book can do to one
     /// worker process (see ``BookValidation``).
     public var validation: BookValidation = .inProcess
+    /// Whether a book is marked (`partial/ID.part.judging`) while it is judged, so that a
+    /// ``DownloadService`` that died judging it counts that at its next start. Two file-system
+    /// operations a book; only a service needs them.
+    package var marksBooksBeingJudged = false
     /// Refuse books with validation warnings (``ValidationReport/warnings``); `nil` follows the
     /// cache's `strict` setting, which is off by default.
     public var strictValidation: Bool? = nil

@@ -140,12 +140,7 @@ struct DownloadContext: Sendable {
                 case .validate:
                     let arrived = try Self.carried(file, id: id, machine)
                     do {
-                        let judged = await judge(partial, seen: arriving, strict: strict, id: id)
-                        let context = self
-                        let settledLimits = limits
-                        entry = try await BlockingWork.run { () throws(BookCacheError) in
-                            try context.record(arrived, judged: judged, of: request, from: partial, limits: settledLimits)
-                        }
+                        entry = try await judge(arrived, of: request, from: partial, seen: arriving, limits: limits, strict: strict)
                         action = machine.next(.validated)
                     } catch  where [.fileCorrupted, .checksumMismatch].contains(error.kind) {
                         // The refused partial is gone (validate removes it): a next attempt starts at byte 0.
@@ -278,37 +273,50 @@ struct DownloadContext: Sendable {
     }
 
     /// Judges the downloaded file where the configuration says (a worker, or this process) —
-    /// leaving out of the CRC pass what `seen` checked as it arrived.
-    private func judge(_ partial: URL, seen: ArrivingZIP, strict: Bool, id: BookID) async -> Result<ValidationReport, BookCacheError> {
-        // Marked while it is judged: a process that dies judging it leaves the mark, and a service
-        // that finds it at its next start counts the death against the book's job.
-        let (mark, logger) = (layout.judgingMark(for: id), logger)
-        let arrived = await BlockingWork.run {
-            let descriptor = open(mark.path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
-            if descriptor >= 0 {
-                close(descriptor)
-            } else {
-                logger.debug("cannot mark a book as being judged", metadata: ["id": "\(id)", "errno": "\(errno)"])
-            }
-            return seen.verdict()
-        }
-        let judged: Result<ValidationReport, BookCacheError>
-        do {
-            judged = .success(
-                try await configuration.validation.judge(
-                    path: partial.path, arrived: arrived, limits: configuration.validationLimits, strict: strict))
-        } catch let error as ValidationFailure {
-            logger.notice("refused an invalid download", metadata: ["id": "\(id)", "reason": "\(error.reason)", "kind": "\(error.kind)"])
-            judged = .failure(
-                error.kind == .unjudgeable
-                    ? .unjudgeable(id, reason: error.reason) : .fileCorrupted(id, reason: error.reason, refusal: error.kind))
-        } catch let error as BookCacheError {
-            judged = .failure(error)
-        } catch {
-            // Cancelled while it was judged: the worker was ended, and so is the download.
-            judged = .failure(.cancelled(id))
-        }
-        return judged
+    /// leaving out of the CRC pass what `seen` checked as it arrived — and makes its record, ready
+    /// to publish, on the thread that waited for the verdict.
+    private func judge(
+        _ file: DownloadedFile, of request: BookDownloadRequest, from partial: URL, seen: ArrivingZIP, limits: Evictor.Limits,
+        strict: Bool
+    ) async throws(BookCacheError) -> GroupPublisher.Entry {
+        let id = request.id
+        // Marked while it is judged, for a service: a process that dies judging it leaves the mark,
+        // and the service that finds it at its next start counts the death against the book's job.
+        let mark = configuration.marksBooksBeingJudged ? layout.judgingMark(for: id) : nil
+        let (context, logger) = (self, logger)
+        return try await configuration.validation.judge(
+            path: partial.path, limits: configuration.validationLimits, strict: strict,
+            arrived: {
+                if let mark {
+                    let descriptor = open(mark.path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
+                    if descriptor >= 0 {
+                        close(descriptor)
+                    } else {
+                        logger.debug("cannot mark a book as being judged", metadata: ["id": "\(id)", "errno": "\(errno)"])
+                    }
+                }
+                return seen.verdict()
+            },
+            then: { judgement throws(BookCacheError) -> GroupPublisher.Entry in
+                if let mark { unlink(mark.path) }
+                let judged: Result<ValidationReport, BookCacheError>
+                switch judgement {
+                case .accepted(let report):
+                    judged = .success(report)
+                case .refused(let failure):
+                    logger.notice(
+                        "refused an invalid download", metadata: ["id": "\(id)", "reason": "\(failure.reason)", "kind": "\(failure.kind)"])
+                    judged = .failure(
+                        failure.kind == .unjudgeable
+                            ? .unjudgeable(id, reason: failure.reason) : .fileCorrupted(id, reason: failure.reason, refusal: failure.kind))
+                case .cancelled:
+                    // Cancelled while it was judged: the worker was ended, and so is the download.
+                    judged = .failure(.cancelled(id))
+                case .unusable(let error):
+                    judged = .failure(error)
+                }
+                return try context.record(file, judged: judged, of: request, from: partial, limits: limits)
+            })
     }
 
     /// Makes the record of a judged file, ready to publish; the partial file is removed when it
@@ -318,8 +326,6 @@ struct DownloadContext: Sendable {
         limits: Evictor.Limits
     ) throws(BookCacheError) -> GroupPublisher.Entry {
         let id = request.id
-        // Judged: the mark ``judge(_:seen:strict:id:)`` left goes.
-        unlink(layout.judgingMark(for: id).path)
         // The file is whole; from here on it is either handed on to be published or removed.
         var handedOn = false
         defer {

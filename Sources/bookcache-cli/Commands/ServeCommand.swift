@@ -119,7 +119,7 @@ struct ServeCommand: AsyncParsableCommand {
         let (concurrency, retries) = try global.runDefaults(concurrency: self.concurrency, retries: nil)
         // Connection failures are the service's to wait out (waiting-for-network, for as long as
         // it takes), not the queue's to retry three times.
-        let manager = try global.makeManager(concurrency: concurrency, retries: retries, retryConnectionFailures: false)
+        let manager = try global.makeManager(concurrency: concurrency, retries: retries, retryConnectionFailures: false, service: true)
         let access = try Self.access(root)
         if !loopback {
             Terminal.writeError(

@@ -15,7 +15,8 @@ struct GlobalOptions: ParsableArguments {
 
     func makeManager(
         concurrency: Int = 4, retries: Int = 3, reserve: ByteSize? = nil, maxSize: Int64? = nil, keep: Int? = nil,
-        evictForSpace: Bool = true, connection: ConnectionOptions? = nil, strict: Bool = false, retryConnectionFailures: Bool = true
+        evictForSpace: Bool = true, connection: ConnectionOptions? = nil, strict: Bool = false, retryConnectionFailures: Bool = true,
+        service: Bool = false
     ) throws -> BookCacheManager {
         CLILogging.bootstrap(verbose: verbose)
         let root = CacheLayout.defaultRoot(explicit: cacheDir)
@@ -33,6 +34,8 @@ struct GlobalOptions: ParsableArguments {
         if let reserve = try reserve ?? Self.environmentReserve() {
             configuration.storageReserveBytes = reserve.bytes
         }
+        // The service counts a death while a book is judged against its job (no crash loops).
+        configuration.marksBooksBeingJudged = service
         configuration.validation = .workers { () throws(BookCacheError) in Self.validationWorkers(try CacheSettings.read(cacheRoot: root)) }
         return BookCacheManager(
             configuration: configuration, transport: transport(connection, root: root), logger: Logger(label: "bookcache"))

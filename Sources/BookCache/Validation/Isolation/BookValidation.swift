@@ -40,27 +40,55 @@ public struct BookValidation: Sendable {
     /// The process ids of the workers running now (none in process), for a status line.
     package var workerProcesses: [Int32] { pool?.processes ?? [] }
 
-    /// Judges the file at `path`, as ``judge(path:arrived:limits:strict:)`` does with nothing
-    /// seen as it arrived.
-    package func judge(path: String, limits: ValidationLimits, strict: Bool) async throws -> ValidationReport {
-        try await judge(path: path, arrived: nil, limits: limits, strict: strict)
+    /// What judging a book came to.
+    enum Judgement: Sendable {
+        /// Accepted, with what validation found.
+        case accepted(ValidationReport)
+        /// Refused: why (``ValidationFailure/Kind/unjudgeable`` when its worker died on it or ran
+        /// out of time).
+        case refused(ValidationFailure)
+        /// Its task was cancelled; its worker, if it had one, was ended.
+        case cancelled
+        /// The workers' settings cannot be read.
+        case unusable(BookCacheError)
     }
 
-    /// Judges the file at `path`.
+    /// Judges the file at `path` as ``judge(path:limits:strict:then:arrived:)`` does, with
+    /// nothing seen as it arrived, and returns the report.
+    /// - Throws: ``ValidationFailure``, `CancellationError`, or ``BookCacheError`` when the
+    ///   workers' settings cannot be read.
+    package func judge(path: String, limits: ValidationLimits, strict: Bool) async throws -> ValidationReport {
+        let judgement = await judge(path: path, limits: limits, strict: strict, arrived: { nil }) { $0 }
+        switch judgement {
+        case .accepted(let report): return report
+        case .refused(let failure): throw failure
+        case .cancelled: throw CancellationError()
+        case .unusable(let error): throw error
+        }
+    }
+
+    /// Judges the file at `path` and hands the judgement to `then` on the blocking-work thread
+    /// that waited for it: a book's judging and what follows it take one hop.
     /// - Parameters:
-    ///   - arrived: The entries an ``ArrivingZIP`` saw whole and right as the file arrived.
-    /// - Throws: ``ValidationFailure`` (``ValidationFailure/Kind/unjudgeable`` when the worker
-    ///   died or ran out of time on it), `CancellationError` when the task was cancelled — the
-    ///   worker judging it is then killed at once — or ``BookCacheError`` when the workers'
-    ///   settings cannot be read.
-    func judge(
-        path: String, arrived: ZIPStreamReader.Verdict?, limits: ValidationLimits, strict: Bool
-    ) async throws -> ValidationReport {
+    ///   - arrived: Run on that thread first: the entries an ``ArrivingZIP`` saw whole and right
+    ///     as the file arrived.
+    ///   - then: What follows the judgement, on the same thread.
+    func judge<T: Sendable, E: Error>(
+        path: String, limits: ValidationLimits, strict: Bool, arrived: @escaping @Sendable () -> ZIPStreamReader.Verdict?,
+        then: @escaping @Sendable (Judgement) throws(E) -> T
+    ) async throws(E) -> T {
         guard let pool else {
-            return try await BlockingWork.run { () throws(ValidationFailure) in
-                try BookValidator(limits: limits, strict: strict).check(path: path, arrived: arrived)
+            return try await BlockingWork.run { () throws(E) -> T in
+                let seen = arrived()
+                let judgement: Judgement
+                do throws(ValidationFailure) {
+                    judgement = .accepted(try BookValidator(limits: limits, strict: strict).check(path: path, arrived: seen))
+                } catch {
+                    judgement = .refused(error)
+                }
+                return try then(judgement)
             }
         }
-        return try await pool.judge(WorkerRequest(path: path, strict: strict, limits: limits, arrived: arrived?.entries))
+        return try await pool.judge(path: path, limits: limits, strict: strict, arrived: arrived, then: then)
     }
 }

@@ -50,34 +50,65 @@ final class ValidationWorkerPool: Sendable {
     /// The process ids of the workers alive now.
     var processes: [Int32] { state.withLock { $0.all.keys.sorted() } }
 
-    /// Judges a book in a worker.
-    func judge(_ request: WorkerRequest) async throws -> ValidationReport {
-        let settings = try settings()
-        try await acquireTurn(count: settings.count)
-        defer { releaseTurn() }
-        let worker = try await takeWorker(settings)
-        let outcome = await withTaskCancellationHandler {
-            await BlockingWork.run { worker.judge(request, within: settings) }
+    /// Judges a book in a worker and hands the judgement to `then` on the thread that waited for
+    /// the worker's answer (see ``BookValidation/judge(path:limits:strict:arrived:then:)``).
+    func judge<T: Sendable, E: Error>(
+        path: String, limits: ValidationLimits, strict: Bool, arrived: @escaping @Sendable () -> ZIPStreamReader.Verdict?,
+        then: @escaping @Sendable (BookValidation.Judgement) throws(E) -> T
+    ) async throws(E) -> T {
+        let settings: ValidationWorkers
+        do {
+            settings = try self.settings()
+        } catch {
+            return try await BlockingWork.run { () throws(E) -> T in try then(.unusable(error)) }
+        }
+        do {
+            try await acquireTurn(count: settings.count)
+        } catch {
+            return try await BlockingWork.run { () throws(E) -> T in try then(.cancelled) }
+        }
+        let worker: WorkerProcess
+        do {
+            worker = try await takeWorker(settings)
+        } catch {
+            releaseTurn()
+            return try await BlockingWork.run { () throws(E) -> T in try then(.refused(error)) }
+        }
+        // (The handler's operation does not throw: a typed error would not pass through it.)
+        let result = await withTaskCancellationHandler {
+            await BlockingWork.run { () -> Result<T, E> in
+                let request = WorkerRequest(path: path, strict: strict, limits: limits, arrived: arrived()?.entries)
+                let judgement = self.finished(worker, worker.judge(request, within: settings))
+                return Result { () throws(E) -> T in try then(judgement) }
+            }
         } onCancel: {
             worker.kill(because: .cancelled)
         }
+        return try result.get()
+    }
+
+    /// Gives a worker back (or forgets it, when it is gone) and its turn to the next book, and
+    /// says what its answer came to.
+    private func finished(_ worker: WorkerProcess, _ outcome: WorkerProcess.Outcome) -> BookValidation.Judgement {
+        let judgement: BookValidation.Judgement
         switch outcome {
         case .reply(let reply):
             state.withLock { $0.idle.append(worker) }
-            if let failure = reply.failure { throw failure }
-            guard let report = reply.report else {
-                throw ValidationFailure("the validator gave no verdict", kind: .unjudgeable)
+            if let report = reply.report {
+                judgement = .accepted(report)
+            } else {
+                judgement = .refused(reply.failure ?? ValidationFailure("the validator gave no verdict", kind: .unjudgeable))
             }
-            return report
         case .ended(let reason):
             forget(worker)
-            if reason == nil || Task.isCancelled { throw CancellationError() }
-            throw ValidationFailure(reason ?? "", kind: .unjudgeable)
+            judgement = reason.map { .refused(ValidationFailure($0, kind: .unjudgeable)) } ?? .cancelled
         }
+        releaseTurn()
+        return judgement
     }
 
     /// Waits for one of the ``ValidationWorkers/count`` turns.
-    private func acquireTurn(count: Int) async throws {
+    private func acquireTurn(count: Int) async throws(CancellationError) {
         let id: UInt64? = state.withLock { state in
             if state.running < count {
                 state.running += 1
@@ -119,7 +150,7 @@ final class ValidationWorkerPool: Sendable {
 
     /// An idle worker, or a new one. An idle worker that is gone (killed from outside) is
     /// forgotten, not blamed on the next book.
-    private func takeWorker(_ settings: ValidationWorkers) async throws -> WorkerProcess {
+    private func takeWorker(_ settings: ValidationWorkers) async throws(ValidationFailure) -> WorkerProcess {
         while let idle = state.withLock({ $0.idle.popLast() }) {
             if idle.isRunning { return idle }
             forget(idle)
