@@ -34,6 +34,30 @@ struct ValidationWorkerTests {
         await BlockingWork.run { open(fifo, O_WRONLY | O_CLOEXEC) }
     }
 
+    /// A worker judging a FIFO: it waits there, mid-book, until the test ends it.
+    struct StuckWorker {
+        let dir: TemporaryDirectory
+        let validation: BookValidation
+        let judged: Task<ValidationReport, any Error>
+        let writer: Int32
+        let pid: Int32
+
+        init() async throws {
+            dir = try TemporaryDirectory("bookcache-worker")
+            let fifo = try ValidationWorkerTests.fifo(in: dir)
+            let validation = BookValidation.workers(ValidationWorkerTests.workers())
+            self.validation = validation
+            judged = Task { try await validation.judge(path: fifo, limits: ValidationLimits(), strict: false) }
+            writer = await ValidationWorkerTests.workerOpened(fifo)
+            pid = try #require(validation.workerProcesses.first)
+        }
+
+        func end() {
+            close(writer)
+            dir.remove()
+        }
+    }
+
     @Test("the fixtures get the same verdicts in a worker as in process")
     func sameVerdicts() async throws {
         let validation = BookValidation.workers(Self.workers(count: 2))
@@ -58,15 +82,10 @@ struct ValidationWorkerTests {
     @Test("a worker that dies mid-book is that book's verdict; the next book is judged by a new worker")
     func workerKilledMidBook() async throws {
         // Given a worker judging a "book" that keeps it waiting
-        let dir = try TemporaryDirectory("bookcache-worker")
-        defer { dir.remove() }
-        let fifo = try Self.fifo(in: dir)
-        let validation = BookValidation.workers(Self.workers())
-        let judged = Task { try await validation.judge(path: fifo, limits: ValidationLimits(), strict: false) }
-        let writer = await Self.workerOpened(fifo)
-        defer { close(writer) }
+        let stuck = try await StuckWorker()
+        defer { stuck.end() }
+        let (validation, judged, pid) = (stuck.validation, stuck.judged, stuck.pid)
         // When it crashes (as a stack overflow would)
-        let pid = try #require(validation.workerProcesses.first)
         kill(pid, SIGSEGV)
         // Then the book is refused as not judged safely, in words
         do {
@@ -85,14 +104,9 @@ struct ValidationWorkerTests {
 
     @Test("cancelling a book while it is judged ends its worker at once")
     func cancelledBookEndsItsWorker() async throws {
-        let dir = try TemporaryDirectory("bookcache-worker")
-        defer { dir.remove() }
-        let fifo = try Self.fifo(in: dir)
-        let validation = BookValidation.workers(Self.workers())
-        let judged = Task { try await validation.judge(path: fifo, limits: ValidationLimits(), strict: false) }
-        let writer = await Self.workerOpened(fifo)
-        defer { close(writer) }
-        let pid = try #require(validation.workerProcesses.first)
+        let stuck = try await StuckWorker()
+        defer { stuck.end() }
+        let (validation, judged, pid) = (stuck.validation, stuck.judged, stuck.pid)
         // When the task is cancelled
         judged.cancel()
         // Then it ends as cancelled, and the worker is gone (reaped: no such process)

@@ -202,8 +202,11 @@ final class WorkerProcess: Sendable {
     /// error goes nowhere (a crash's words are the verdict's), it is in a process group of its own
     /// (a terminal's Ctrl-C reaches the parent, which ends it), and it holds no other descriptor.
     static func start(_ settings: ValidationWorkers) throws(ValidationFailure) -> WorkerProcess {
-        var toWorker: [Int32] = [0, 0]
-        var fromWorker: [Int32] = [0, 0]
+        var toWorker: [Int32] = [-1, -1]
+        var fromWorker: [Int32] = [-1, -1]
+        func closeAll() {
+            for descriptor in toWorker + fromWorker where descriptor >= 0 { Glibc.close(descriptor) }
+        }
         // A socket towards the worker, so that a write to one that died fails (MSG_NOSIGNAL)
         // rather than raising SIGPIPE in this process.
         guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &toWorker) == 0 else {
@@ -212,8 +215,7 @@ final class WorkerProcess: Sendable {
         guard pipe(&fromWorker) == 0, fcntl(fromWorker[0], F_SETFD, FD_CLOEXEC) == 0, fcntl(fromWorker[1], F_SETFD, FD_CLOEXEC) == 0
         else {
             let code = errno
-            Glibc.close(toWorker[0])
-            Glibc.close(toWorker[1])
+            closeAll()
             throw startFailure(code)
         }
         var actions = posix_spawn_file_actions_t()
@@ -224,12 +226,10 @@ final class WorkerProcess: Sendable {
         posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
         // Nothing else of this process's goes with it, even a descriptor opened without
         // close-on-exec: a lock's descriptor held by a worker would keep the lock.
-        guard bookcache_spawn_close_from(&actions, 3) == 0 else {
-            Glibc.close(toWorker[0])
-            Glibc.close(toWorker[1])
-            Glibc.close(fromWorker[0])
-            Glibc.close(fromWorker[1])
-            throw startFailure(ENOSYS)
+        let closing = bookcache_spawn_close_from(&actions, 3)
+        guard closing == 0 else {
+            closeAll()
+            throw startFailure(closing)
         }
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
