@@ -68,7 +68,7 @@ struct ValidationWorkerTests {
         #expect(names.count > 20)
         for name in names.sorted() {
             let path = folder.appendingPathComponent(name).path
-            let here = Result { () throws(ValidationFailure) in try BookValidator().check(path: path) }
+            let here = await BlockingWork.run { Result { () throws(ValidationFailure) in try BookValidator().check(path: path) } }
             let there: Result<ValidationReport, ValidationFailure>
             do {
                 there = .success(try await validation.judge(path: path, limits: ValidationLimits(), strict: false))
