@@ -246,4 +246,54 @@ struct ValidationWorkerTests {
             try WorkerFrame.decodeReply([WorkerFrame.version, 1, 0, 0, 0, 0, 3, 0, 0, 0, 0x6E, 0x6F, 0x21])
         }
     }
+
+    @Test("a book cancelled after its worker answered leaves the worker alone: it is back in the pool and judges the next book")
+    func cancelledAfterTheAnswer() async throws {
+        let validation = BookValidation.workers(Self.workers())
+        let alice = Fixtures.books.appendingPathComponent("alice.epub").path
+        // `then` runs after the answer: it waits there until the task has been cancelled
+        let entered = DispatchSemaphore(value: 0)
+        let proceed = DispatchSemaphore(value: 0)
+        let judged = Task {
+            await validation.judge(path: alice, limits: ValidationLimits(), strict: false, arrived: { nil }) { judgement in
+                entered.signal()
+                proceed.wait()
+                return judgement
+            }
+        }
+        await BlockingWork.run { entered.wait() }
+        let pid = try #require(validation.workerProcesses.first)
+        judged.cancel()
+        proceed.signal()
+        guard case .accepted = await judged.value else {
+            Issue.record("the book's verdict changed with a cancellation that came after it")
+            return
+        }
+        #expect(kill(pid, 0) == 0, "the worker was killed after it had answered")
+        _ = try await validation.judge(path: alice, limits: ValidationLimits(), strict: false)
+        #expect(validation.workerProcesses == [pid], "the same worker judged the next book")
+    }
+
+    @Test("verify with a worker that cannot judge a book says it was not checked; repair leaves the book (it is not corrupt)")
+    func verifyDoesNotRemoveWhatItCouldNotJudge() async throws {
+        try await withServerAndDirectory(directory: Fixtures.books) { server, dir in
+            // Given a book cached as usual
+            let cache = dir.path("cache")
+            let cached = BookCacheManager(configuration: BookCacheConfiguration(rootDirectory: cache, storageReserveBytes: 0))
+            let id = try BookID(type: .ebook, bookId: "alice")
+            _ = try await cached.download(try BookDownloadRequest(url: "\(server.baseURL)/alice.epub", id: id))
+            // When it is verified by workers given too little memory to judge anything
+            var workers = Self.workers()
+            workers.memoryBytes = 32 << 20
+            var configuration = BookCacheConfiguration(rootDirectory: cache, storageReserveBytes: 0)
+            configuration.validation = .workers(workers)
+            let starved = BookCacheManager(configuration: configuration)
+            let report = try await starved.verify(repair: true)
+            // Then it is not a problem, it is said to be unchecked, and it is still cached
+            #expect(report.problems.isEmpty, "\(report.problems)")
+            #expect(
+                report.warnings[id.description]?.first?.hasPrefix("not checked: could not be judged safely") == true, "\(report.warnings)")
+            #expect(try await cached.status(of: id) != .notCached)
+        }
+    }
 }

@@ -65,6 +65,10 @@ struct Verifier: Sendable {
             break
         }
         switch validation {
+        case .failure(let error) where error.kind == .unjudgeable:
+            // Not judged (its worker died or ran out of time, the check was cancelled, the worker
+            // settings cannot be read): no verdict on the book, so nothing `repair` may remove.
+            return (nil, ["not checked: \(error.reason)"])
         case .failure(let error):
             return (.init(kind: .corrupt, id: record.id, path: record.localPath, detail: error.reason), [])
         case .success(let report) where report.format != record.format:

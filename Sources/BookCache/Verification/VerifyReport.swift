@@ -31,7 +31,9 @@ public struct VerifyReport: Sendable, Hashable {
     /// The problems, in path order.
     public var problems: [Problem]
     /// Books that are fine but break rules no reader needs (see ``ValidationReport/warnings``),
-    /// by id. They are not problems: ``isClean`` ignores them.
+    /// and books that could not be judged this time ("not checked: could not be judged safely…",
+    /// ``ValidationFailure/Kind/unjudgeable``), by id. They are not problems: ``isClean`` ignores
+    /// them, and a repair leaves them alone.
     public var warnings: [String: [String]] = [:]
 
     /// Whether nothing is wrong.

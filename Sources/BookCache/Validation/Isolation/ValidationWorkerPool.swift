@@ -74,15 +74,20 @@ final class ValidationWorkerPool: Sendable {
             releaseTurn()
             return try await BlockingWork.run { () throws(E) -> T in try then(.refused(error)) }
         }
+        // Cancelling kills the worker only while it judges this book: once it has answered it is
+        // back in the pool (and may be judging another book) while `then` runs.
         // (The handler's operation does not throw: a typed error would not pass through it.)
+        let ticket = worker.lend()
         let result = await withTaskCancellationHandler {
             await BlockingWork.run { () -> Result<T, E> in
                 let request = WorkerRequest(path: path, strict: strict, limits: limits, arrived: arrived()?.entries)
-                let judgement = self.finished(worker, worker.judge(request, within: settings))
+                let outcome = worker.judge(request, within: settings)
+                worker.giveBack(ticket)
+                let judgement = self.finished(worker, outcome)
                 return Result { () throws(E) -> T in try then(judgement) }
             }
         } onCancel: {
-            worker.kill(because: .cancelled)
+            worker.cancel(ticket)
         }
         return try result.get()
     }
@@ -185,6 +190,8 @@ final class WorkerProcess: Sendable {
     private let output: Int32
     private let killed = Mutex<KillReason?>(nil)
     private let reaped = Mutex(false)
+    /// The book it judges now, by the ticket ``lend()`` gave for it.
+    private let lent = Mutex<(next: UInt64, current: UInt64?)>((0, nil))
 
     private init(pid: Int32, input: Int32, output: Int32) {
         self.pid = pid
@@ -195,7 +202,11 @@ final class WorkerProcess: Sendable {
     deinit {
         Glibc.close(input)
         Glibc.close(output)
-        reap(blocking: false)
+        // Reaped now if it has ended (a worker that was given back its input's end exits soon).
+        if !reaped.withLock({ $0 }) {
+            var status: Int32 = 0
+            _ = waitpid(pid, &status, WNOHANG)
+        }
     }
 
     /// Starts a worker: its standard input is a socket and its output a pipe to this process, its standard
@@ -277,6 +288,26 @@ final class WorkerProcess: Sendable {
         return false
     }
 
+    /// Lends the worker to one book; returns that book's ticket.
+    func lend() -> UInt64 {
+        lent.withLock { lent in
+            lent.next += 1
+            lent.current = lent.next
+            return lent.next
+        }
+    }
+
+    /// The book with `ticket` has its answer.
+    func giveBack(_ ticket: UInt64) {
+        lent.withLock { if $0.current == ticket { $0.current = nil } }
+    }
+
+    /// The book with `ticket` was cancelled: the worker is killed if it still judges that book.
+    func cancel(_ ticket: UInt64) {
+        let judging = lent.withLock { $0.current == ticket }
+        if judging { kill(because: .cancelled) }
+    }
+
     /// Kills the worker; what it was asked then ends with `reason`.
     func kill(because reason: KillReason) {
         let first = killed.withLock { killed in
@@ -344,7 +375,11 @@ final class WorkerProcess: Sendable {
             var descriptor = pollfd(fd: output, events: Int16(POLLIN), revents: 0)
             let milliseconds = Int32(clamping: left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000 + 1)
             let ready = poll(&descriptor, 1, milliseconds)
-            if ready < 0 && errno == EINTR { continue }
+            if ready < 0 && errno != EINTR {
+                kill(because: .wallClock(0))
+                _ = ended()
+                return .ended("could not be judged safely: the validator's answer could not be read")
+            }
             if ready <= 0 { continue }
             let count = buffer.withUnsafeMutableBytes { read(output, $0.baseAddress, $0.count) }
             if count < 0 && errno == EINTR { continue }
@@ -390,9 +425,4 @@ final class WorkerProcess: Sendable {
     /// The memory bound of the book asked last.
     let lastMemoryLimit = Mutex<Int64>(.max)
 
-    private func reap(blocking: Bool) {
-        if reaped.withLock({ $0 }) { return }
-        var status: Int32 = 0
-        _ = waitpid(pid, &status, blocking ? 0 : WNOHANG)
-    }
 }
