@@ -93,7 +93,7 @@ extern "C" int bookcache_pdf_decode(void *opaque, int objid, int generation, int
             verdict = 3;
         }
     } catch (std::bad_alloc &) {
-        decoder->message = "out of memory";
+        decoder->message = "std::bad_alloc";
         verdict = 2;
     } catch (std::exception &error) {
         if (counter.over) {

@@ -81,8 +81,7 @@ final class BoundedDecoder {
                     "decodes to more than \(budget.ratio) times its \(stored) stored bytes (a decompression bomb); it was not decoded further"
                 )
             }
-            return .overBound(
-                "would take the book past \(budget.floor > 0 ? "its" : "the") limit on decoded bytes; it was not decoded further")
+            return .overBound("would take the book past its limit on decoded bytes; it was not decoded further")
         case 2:
             return .damaged(message.map { String(cString: $0) } ?? "its data cannot be decoded")
         default:

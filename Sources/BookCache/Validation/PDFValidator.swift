@@ -304,7 +304,7 @@ private enum QPDFReading {
         var handle: qpdf_data? = qpdf_init()
         defer { if handle != nil { qpdf_cleanup(&handle) } }
         guard let qpdf = handle else {
-            self = .failed("qpdf could not start (out of memory)")
+            self = .failed("qpdf could not start (\(String(cString: strerror(ENOMEM))))")
             return
         }
         qpdf_silence_errors(qpdf)
@@ -436,7 +436,6 @@ private enum QPDFReading {
                 let decoding = decoder.decode(
                     object: qpdf_oh_get_object_id(qpdf, stream), generation: qpdf_oh_get_generation(qpdf, stream),
                     specialized: level == qpdf_dl_specialized, budget: budget)
-                _ = Self.warnings(qpdf)
                 switch decoding {
                 case .decoded(let said):
                     warnings += said

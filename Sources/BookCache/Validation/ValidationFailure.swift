@@ -48,11 +48,10 @@ public struct ValidationFailure: Error, Sendable, Hashable, CustomStringConverti
 
     public var description: String { reason }
 
-    /// Whether the failure is memory refused to the validator (`mmap` or `malloc` failing, qpdf's
-    /// `std::bad_alloc`, zlib's `Z_MEM_ERROR`) rather than anything in the book.
+    /// Whether the failure is memory refused to the validator (`mmap` failing with `ENOMEM`, said
+    /// as "(Cannot allocate memory)"; qpdf's `std::bad_alloc`) rather than anything in the book.
     var isOutOfMemory: Bool {
-        kind != .unjudgeable
-            && (reason.contains(String(cString: strerror(ENOMEM))) || reason.contains("bad_alloc") || reason.contains("out of memory"))
+        kind != .unjudgeable && (reason.contains("(\(String(cString: strerror(ENOMEM))))") || reason.contains("std::bad_alloc"))
     }
 }
 

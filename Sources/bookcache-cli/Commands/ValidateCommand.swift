@@ -31,7 +31,7 @@ struct ValidateCommand: AsyncParsableCommand {
     @OptionGroup var global: GlobalOptions
 
     func run() async throws {
-        let validation = BookValidation.workers(try global.validationWorkers(root: CacheLayout.defaultRoot(explicit: global.cacheDir)))
+        let validation = global.validation(root: CacheLayout.defaultRoot(explicit: global.cacheDir))
         var refused = 0
         for file in files {
             let path = URL(fileURLWithPath: file).path
@@ -54,6 +54,9 @@ struct ValidateCommand: AsyncParsableCommand {
                 object["kind"] = error.kind.rawValue
                 object["warnings"] = [String]()
                 if !json { Terminal.write("\(file): refused: \(error.reason)") }
+            } catch let error as BookCacheError {
+                // The validation settings cannot be read: nothing can be judged.
+                throw fail(error)
             }
             if json {
                 let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])

@@ -36,7 +36,7 @@ struct GlobalOptions: ParsableArguments {
         }
         // The service counts a death while a book is judged against its job (no crash loops).
         configuration.marksBooksBeingJudged = service
-        configuration.validation = .workers { () throws(BookCacheError) in Self.validationWorkers(try CacheSettings.read(cacheRoot: root)) }
+        configuration.validation = validation(root: root)
         return BookCacheManager(
             configuration: configuration, transport: transport(connection, root: root), logger: Logger(label: "bookcache"))
     }
@@ -65,16 +65,11 @@ extension GlobalOptions {
         }
     }
 
-    /// The validation workers this command starts: `bookcache validation-worker`, from the cache's
-    /// `validation-*` settings. The command line never judges a book in its own process.
-    func validationWorkers(root: URL) throws -> ValidationWorkers {
-        let settings: CacheSettings
-        do {
-            settings = try CacheSettings.read(cacheRoot: root)
-        } catch {
-            throw fail(error)
-        }
-        return Self.validationWorkers(settings)
+    /// Where this command judges books: in `bookcache validation-worker` processes, as the cache's
+    /// `validation-*` settings say (read when the first book is judged). The command line never
+    /// judges a book in its own process.
+    func validation(root: URL) -> BookValidation {
+        .workers { () throws(BookCacheError) in Self.validationWorkers(try CacheSettings.read(cacheRoot: root)) }
     }
 
     /// The validation workers `settings` ask for.

@@ -34,9 +34,6 @@ public struct BookValidation: Sendable {
         BookValidation(pool: ValidationWorkerPool(resolve))
     }
 
-    /// Whether books are judged in worker processes.
-    public var isolated: Bool { pool != nil }
-
     /// The process ids of the workers running now (none in process), for a status line.
     package var workerProcesses: [Int32] { pool?.processes ?? [] }
 

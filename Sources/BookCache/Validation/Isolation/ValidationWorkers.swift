@@ -53,7 +53,8 @@ public struct ValidationWorkers: Sendable, Hashable {
     /// The address space a worker may use to judge a book of `size` bytes.
     public func memoryLimit(forBookOf size: Int64) -> Int64 {
         let (share, overflow) = max(0, size).multipliedReportingOverflow(by: 3)
-        return overflow ? .max : memoryBytes.addingReportingOverflow(share).overflow ? .max : memoryBytes + share
+        let (limit, past) = memoryBytes.addingReportingOverflow(share)
+        return overflow || past ? .max : limit
     }
 
     /// The CPU seconds a book of `size` bytes may take.
