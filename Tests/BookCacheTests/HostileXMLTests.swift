@@ -63,4 +63,22 @@ struct HostileXMLTests {
         let bytes = Data(HostileBooks.utf16(feed, byteOrderMark: byteOrderMark))
         #expect(throws: BookCacheError.self) { try FeedParser().page(in: bytes) }
     }
+
+    @Test("a document whose declared encoding hides its DTD from a byte scan (UTF-7) is refused before it is parsed")
+    func hiddenByDeclaredEncoding() throws {
+        // "<!DOCTYPE feed [<!ENTITY …>]>" in UTF-7: its "<" is "+ADw-", which a byte scan for "<!DOCTYPE" does not see
+        let feed = """
+            <?xml version="1.0" encoding="UTF-7"?>+ADw-!DOCTYPE feed +AFs-+ADw-!ENTITY big "aaaaaaaaaaaaaaaaaaaaaaaaaaaa"+AD4-+AF0-+AD4-
+            <feed xmlns="http://www.w3.org/2005/Atom"><id>urn:x</id><title>&big;</title><updated>2026-01-01T00:00:00Z</updated>
+            <entry><id>urn:b</id><title>&big;&big;</title><updated>2026-01-01T00:00:00Z</updated>
+            <link rel="http://opds-spec.org/acquisition" href="http://127.0.0.1:1/b.epub" type="application/epub+zip"/></entry></feed>
+            """
+        #expect(UntrustedXML.problem(Array(feed.utf8)) != nil)
+        do {
+            let page = try FeedParser().page(in: Data(feed.utf8))
+            Issue.record("a UTF-7 feed with a DTD of its own was parsed: \(page.entries.count) entries")
+        } catch {
+            #expect(error.message.contains("encoding"), "\(error.message)")
+        }
+    }
 }

@@ -11,7 +11,8 @@ import Foundation
 /// must be valid (a name that is not crashes `XMLParser` on Linux: a trap in
 /// `_NSXMLParserStartElementNs`, found by fuzzing Feedbooks' feeds). A document that is neither
 /// is read only when it declares a single-byte encoding libxml2 converts (Latin-1, Windows-1252);
-/// UCS-4, EBCDIC and anything else are refused.
+/// UCS-4, EBCDIC and anything else are refused, and so is a document that declares an encoding
+/// the DTD scan would not read as the parser does (UTF-7, Shift_JIS…).
 ///
 /// **A DTD of its own**: such XML needs none. A document whose `<!DOCTYPE …>` has an internal subset (`[ … ]`, where entities are
 /// declared) is refused before it is parsed, so no entity is ever expanded: a feed or a package
@@ -46,6 +47,10 @@ enum UntrustedXML {
     /// Single-byte encodings libxml2 turns every byte of into valid UTF-8 before `XMLParser` sees a
     /// name: a document declared in one of them may hold bytes that are not UTF-8.
     static let singleByteEncodings: Set<String> = ["iso-8859-1", "latin1", "iso-8859-15", "windows-1252", "cp1252"]
+
+    /// Encodings a document that is not UTF-16 may declare: the scan for a DTD reads its bytes as
+    /// the parser will (libxml2 reads UTF-8 labelled UTF-16, without a byte order mark, as UTF-8).
+    static let asciiCompatibleEncodings = singleByteEncodings.union(["utf-8", "utf8", "us-ascii", "ascii", "utf-16", "utf16"])
 
     /// The encodings XML 1.0 Appendix F tells from a document's first bytes.
     private enum Detected {
@@ -93,6 +98,11 @@ enum UntrustedXML {
             text = declaringUTF8(Array(string.utf8))
         case .utf8:
             if let problem = encodingProblem(bytes) { throw Refusal(reason: problem) }
+            // A declared encoding the parser would decode differently from these bytes (UTF-7,
+            // Shift_JIS…) could hide a DTD from the scan below, which reads them as they are.
+            if let declared = declaredEncoding(bytes), !asciiCompatibleEncodings.contains(declared) {
+                throw Refusal(reason: "it declares the encoding '\(declared)', which is not read (only UTF-8, UTF-16 and Latin-1 are)")
+            }
             text = bytes
         }
         if text.contains(0) { throw Refusal(reason: "it holds a NUL character, which XML cannot; it is not read") }
