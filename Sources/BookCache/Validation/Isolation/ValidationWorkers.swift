@@ -51,20 +51,20 @@ public struct ValidationWorkers: Sendable, Hashable {
     }
 
     /// The address space a worker may use to judge a book of `size` bytes.
-    public func memoryLimit(forBookOf size: Int64) -> Int64 {
+    package func memoryLimit(forBookOf size: Int64) -> Int64 {
         let (share, overflow) = max(0, size).multipliedReportingOverflow(by: 3)
         let (limit, past) = memoryBytes.addingReportingOverflow(share)
         return overflow || past ? .max : limit
     }
 
     /// The CPU seconds a book of `size` bytes may take.
-    public func cpuLimit(forBookOf size: Int64) -> Double {
+    package func cpuLimit(forBookOf size: Int64) -> Double {
         cpuSeconds + cpuSecondsPerMiB * Double(max(0, size)) / Double(1 << 20)
     }
 
     /// The wall-clock seconds a book of `size` bytes may take: twice its CPU time, and
     /// ``wallClockSlack``.
-    public func wallClockLimit(forBookOf size: Int64) -> Double {
+    package func wallClockLimit(forBookOf size: Int64) -> Double {
         2 * cpuLimit(forBookOf: size) + wallClockSlack
     }
 }
